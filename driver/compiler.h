@@ -1,0 +1,60 @@
+// The compiler as a library: options, the pipeline, and its two products — an in-process model
+// (JIT through ORC) and a self-contained model.so (object file + runtime, linked by the system
+// toolchain). The C++ API users call is this header plus ir/builder.h.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/status.h"
+#include "ir/tensor.h"
+#include "nnc/model.h"
+
+namespace nnc {
+
+struct CompileOptions {
+  int optLevel = 2;           // 0: eager (one kernel per op), 1-3: fused
+  std::string target = "cpu";
+  std::vector<std::string> disabledPasses;
+  bool printAfterAll = false;  // print the graph after every pass that changed it
+  bool timePasses = false;
+  bool verifyEachPass = false; // on in tests and debug builds
+  int numThreads = 0;          // 0: one per core
+  std::ostream* log = nullptr; // where -v, --print-after-all and --time-passes write
+};
+
+// What a compile produced, for --emit and nnc bench.
+struct CompileReport {
+  std::string irBefore;       // --emit=ir
+  std::string irAfter;        // --emit=fused-ir
+  std::string kernelIr;       // every kernel's kernel IR
+  std::string llvmIr;         // --emit=llvm (after optimisation)
+  std::string dot;            // --dump-graph
+  int numKernels = 0;
+  int numBuiltins = 0;
+  uint64_t arenaBytes = 0;
+  uint64_t weightBytes = 0;
+};
+
+// An in-process compiled model; runs on host buffers.
+class CompiledModel {
+ public:
+  virtual ~CompiledModel() = default;
+  virtual nnc_model* handle() = 0;  // the same C ABI handle a model.so gives
+  // Convenience for C++ callers: inputs in model-input order; outputs allocated and returned.
+  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
+  virtual const CompileReport& report() const = 0;
+};
+
+// Runs the pipeline on `graph` (modified in place) and JIT-compiles it.
+Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileOptions& options);
+// Runs the pipeline and writes a shared library to outputPath (atomically: no partial file).
+Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const std::string& outputPath,
+                              CompileReport* report = nullptr);
+// Only the passes (for --emit=ir/fused-ir and tests).
+Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report = nullptr);
+
+}  // namespace nnc

@@ -1,0 +1,126 @@
+// The graph IR: values (typed tensor edges), nodes (op + inputs + outputs + attributes) and the
+// graph that owns both. Values know their producer and their users, so rewrites stay short.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/attributes.h"
+#include "ir/op_kind.h"
+#include "ir/tensor.h"
+
+namespace nnc {
+
+class Node;
+class Graph;
+
+struct Use {
+  Node* node;
+  int inputIndex;
+  bool operator==(const Use& o) const { return node == o.node && inputIndex == o.inputIndex; }
+};
+
+class Value {
+ public:
+  const std::string& name() const { return name_; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  Node* producer() const { return producer_; }
+  int producerOutput() const { return producerOutput_; }
+  const std::vector<Use>& users() const { return users_; }
+  bool isConstant() const { return !constant_.isNull(); }
+  const Tensor& constant() const { return constant_; }
+  bool isGraphInput() const { return isGraphInput_; }
+  bool isGraphOutput() const;
+  void setType(DType dtype, Shape shape) {
+    dtype_ = dtype;
+    shape_ = std::move(shape);
+  }
+  void setName(std::string name) { name_ = std::move(name); }
+
+ private:
+  friend class Graph;
+  std::string name_;
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  Node* producer_ = nullptr;
+  int producerOutput_ = 0;
+  std::vector<Use> users_;
+  Tensor constant_;
+  bool isGraphInput_ = false;
+  Graph* graph_ = nullptr;
+};
+
+class Node {
+ public:
+  OpKind op() const { return op_; }
+  const std::string& name() const { return name_; }
+  // An omitted optional input is nullptr.
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  Value* input(int i) const { return i < static_cast<int>(inputs_.size()) ? inputs_[i] : nullptr; }
+  int numInputs() const { return static_cast<int>(inputs_.size()); }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  Value* output(int i) const { return outputs_[i]; }
+  int numOutputs() const { return static_cast<int>(outputs_.size()); }
+  const Attributes& attrs() const { return attrs_; }
+  Attributes& attrs() { return attrs_; }
+  // "node 'conv1' (Conv): " — the prefix of every diagnostic about this node.
+  std::string diagPrefix() const;
+
+ private:
+  friend class Graph;
+  OpKind op_;
+  std::string name_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  Attributes attrs_;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  std::unique_ptr<Graph> clone() const;
+
+  Value* addInput(const std::string& name, DType dtype, Shape shape);
+  Value* addConstant(const std::string& name, Tensor value);
+  // Appends a node; output types are set by the caller (GraphBuilder runs shape inference).
+  Node* addNode(OpKind op, const std::string& name, std::vector<Value*> inputs, int numOutputs,
+                Attributes attrs = {});
+  // Inserts a node immediately before `before` in the node order.
+  Node* insertNodeBefore(Node* before, OpKind op, const std::string& name, std::vector<Value*> inputs,
+                         int numOutputs, Attributes attrs = {});
+  void addOutput(Value* v);
+  void setOutput(int i, Value* v);
+
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  // Nodes in insertion order, which the graph keeps topological.
+  std::vector<Node*> nodes() const;
+  size_t numNodes() const { return nodes_.size(); }
+
+  void setNodeInput(Node* node, int index, Value* v);
+  void replaceAllUsesWith(Value* from, Value* to);  // graph outputs included
+  // Erases a node whose outputs have no users and are not graph outputs.
+  void eraseNode(Node* node);
+  // Drops values that are unused, unproduced and not graph inputs/outputs.
+  void removeDeadValues();
+  // Reorders nodes topologically; fails naming a node on a cycle.
+  Status sortTopologically();
+  // Fresh unique names for values/nodes created by passes.
+  std::string uniqueName(const std::string& base);
+  std::vector<Value*> values() const;
+
+ private:
+  Value* newValue(const std::string& name);
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  int nameCounter_ = 0;
+};
+
+}  // namespace nnc

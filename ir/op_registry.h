@@ -1,0 +1,127 @@
+// The op registry: one OpDef per op, holding everything the compiler knows about it — arity,
+// attribute schema with defaults, inputs that must be compile-time constants, type/shape inference,
+// and how it lowers to kernel IR (an element generator for elementwise/injective ops, a loop
+// structure for reduction anchors, or a host kernel for opaque ops).
+//
+// Definitions live in ir/ops/*.cpp, each file exporting one defineXxxOps(OpRegistry&) function.
+// Adding an op: an entry in ir/ops.def, its definition, a test. Nothing else names the op.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/attributes.h"
+#include "ir/graph.h"
+#include "ir/op_kind.h"
+#include "ir/status.h"
+#include "kir/kernel_ir.h"
+
+namespace nnc {
+
+struct OutputType {
+  DType dtype;
+  Shape shape;
+};
+
+// What shape inference sees. Input types are final; constant inputs expose their data (ops may use
+// it to refine, e.g. a bound checked at compile time).
+class InferContext {
+ public:
+  InferContext(const Node& node, std::vector<OutputType>& outputs) : node_(node), outputs_(outputs) {}
+  const Node& node() const { return node_; }
+  const Attributes& attrs() const { return node_.attrs(); }
+  int numInputs() const { return node_.numInputs(); }
+  bool hasInput(int i) const { return node_.input(i) != nullptr; }
+  const Shape& inShape(int i) const { return node_.input(i)->shape(); }
+  DType inType(int i) const { return node_.input(i)->dtype(); }
+  int inRank(int i) const { return node_.input(i)->shape().rank(); }
+  int numOutputs() const { return node_.numOutputs(); }
+  void setOutput(int i, DType dtype, Shape shape) { outputs_[i] = {dtype, std::move(shape)}; }
+  // An error naming the node: "node 'x' (Conv): <message>".
+  Status error(const std::string& message) const { return Status::error(node_.diagPrefix() + message); }
+
+ private:
+  const Node& node_;
+  std::vector<OutputType>& outputs_;
+};
+
+// What lowering sees: the kernel under construction, the node, and a generator per input
+// (an empty function for an omitted optional input).
+struct LowerContext {
+  kir::KernelBuilder& kb;
+  const Node& node;
+  std::vector<kir::ElementGen> inputs;
+
+  const Attributes& attrs() const { return node.attrs(); }
+  bool hasInput(int i) const { return i < static_cast<int>(inputs.size()) && inputs[i] != nullptr; }
+  const Shape& inShape(int i) const { return node.input(i)->shape(); }
+  DType inType(int i) const { return node.input(i)->dtype(); }
+  const Shape& outShape(int i) const { return node.output(i)->shape(); }
+  DType outType(int i) const { return node.output(i)->dtype(); }
+};
+
+// An anchor's output: the kernel computes `value` at multi-index `index` (in kernel vars), in the
+// per-outer-point part (perInner == false) or the inner loop (perInner == true).
+struct AnchorOutput {
+  std::vector<kir::ExprId> index;
+  kir::ExprId value;
+  bool perInner;
+};
+
+// An input that ONNX passes as a tensor but nnc needs at compile time (Reshape's shape, Slice's
+// starts, ...). The importer turns a constant input into the named attribute; a non-constant one is a
+// diagnostic telling the user to bind it (--bind NAME=FILE.pb).
+struct StaticInput {
+  int index;
+  std::string attrName;
+  AttrKind kind;  // Ints, Floats, Int, Float or Tensor
+};
+
+// Opaque ops run a host kernel from the runtime (runtime/builtins.h), by symbol name. `encode`
+// flattens shapes and attributes into the i64 parameter block the builtin reads.
+struct OpaqueKernel {
+  std::string symbol;
+  std::function<std::vector<int64_t>(const Node&)> encode;
+};
+
+struct OpDef {
+  OpKind kind;
+  int minInputs = 1, maxInputs = 1;
+  int minOutputs = 1, maxOutputs = 1;
+  std::vector<AttrSpec> attrs;
+  std::vector<StaticInput> staticInputs;
+  std::function<Status(InferContext&)> infer;
+  // Elementwise / Injective: one generator per output.
+  std::function<std::vector<kir::ElementGen>(LowerContext&)> lowerElement;
+  // Reduction: sets up the kernel's loops and returns one AnchorOutput per output.
+  std::function<std::vector<AnchorOutput>(LowerContext&)> lowerAnchor;
+  // Opaque
+  OpaqueKernel opaque;
+  // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
+  // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& instance();
+  const OpDef& get(OpKind kind) const { return defs_[static_cast<int>(kind)]; }
+  bool isDefined(OpKind kind) const;
+  // Used by the defineXxxOps functions.
+  void define(OpDef def);
+
+ private:
+  OpRegistry();
+  std::vector<OpDef> defs_;
+  std::vector<bool> defined_;
+};
+
+inline const OpDef& opDef(OpKind kind) { return OpRegistry::instance().get(kind); }
+
+// The definition files (ir/ops/*.cpp).
+void defineElementwiseOps(OpRegistry& r);
+void defineMovementOps(OpRegistry& r);
+void defineReductionOps(OpRegistry& r);
+void defineNnOps(OpRegistry& r);
+
+}  // namespace nnc

@@ -1,0 +1,16 @@
+// A plain interpreter of kernel IR: the executable specification every backend is checked against.
+#pragma once
+
+#include <vector>
+
+#include "ir/status.h"
+#include "ir/tensor.h"
+#include "kir/kernel_ir.h"
+
+namespace nnc::kir {
+
+// buffers[slot] must match params[slot] in dtype and element count; output buffers are written.
+// Out-of-range loads or stores are reported as an error (never performed).
+Status interpret(const Kernel& kernel, std::vector<Tensor*> buffers);
+
+}  // namespace nnc::kir

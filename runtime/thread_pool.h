@@ -1,0 +1,26 @@
+// A small thread pool for parallel loops. Workers sleep on a condition variable (no spinning), and
+// work is handed out in chunks from an atomic counter, so a thread that loses its core to another
+// process delays only its current chunk: the others take the rest.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace nnc::rt {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int numThreads);  // includes the calling thread
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  int numThreads() const;
+  // Calls fn(begin, end) over [0, total) in chunks of at least minChunk; returns when all are done.
+  void parallelFor(int64_t total, int64_t minChunk, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace nnc::rt
