@@ -37,6 +37,7 @@ struct CompileReport {
   int numBuiltins = 0;
   uint64_t arenaBytes = 0;
   uint64_t weightBytes = 0;
+  uint64_t bytesMoved = 0;     // sum over steps of the bytes their buffers hold (reads + writes)
 };
 
 // An in-process compiled model; runs on host buffers.

@@ -5,6 +5,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/attributes.h"
@@ -38,7 +39,8 @@ class Value {
     dtype_ = dtype;
     shape_ = std::move(shape);
   }
-  void setName(std::string name) { name_ = std::move(name); }
+  // Renames the value (the graph records the name so that uniqueName never hands it out).
+  void setName(std::string name);
 
  private:
   friend class Graph;
@@ -76,6 +78,7 @@ class Node {
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   Attributes attrs_;
+  std::list<std::unique_ptr<Node>>::iterator pos_;  // this node's place in Graph::nodes_
 };
 
 class Graph {
@@ -115,12 +118,18 @@ class Graph {
   std::vector<Value*> values() const;
 
  private:
+  friend class Value;
   Value* newValue(const std::string& name);
+  Node* createNode(std::list<std::unique_ptr<Node>>::iterator pos, OpKind op, const std::string& name,
+                   std::vector<Value*> inputs, int numOutputs, Attributes attrs);
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   int nameCounter_ = 0;
+  // Every name ever given to a value or node of this graph (never recycled), mapped to the last
+  // suffix uniqueName tried for it as a base, so that repeated bases do not probe from _1 again.
+  std::unordered_map<std::string, int> usedNames_;
 };
 
 }  // namespace nnc

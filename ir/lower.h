@@ -20,8 +20,14 @@ struct KernelGroup {
 // group and used outside it (or a graph output).
 void computeGroupBoundary(KernelGroup& group);
 
-// Builds the kernel. Param slots: inputs first (in group.inputs order), then outputs.
-// Fails (with a message naming the node) when the group is not lowerable as one kernel.
-Expected<kir::Kernel> lowerGroup(const KernelGroup& group, const std::string& kernelName);
+struct LoweredKernel {
+  kir::Kernel kernel;
+  std::vector<Value*> params;  // the value bound to each param slot: group inputs, then outputs
+};
+
+// Builds the group's kernel(s): one kernel, except that a group without an anchor whose outputs
+// differ in shape (Split) gets one kernel per output shape. Fails, naming the node, when the group
+// cannot be lowered (two anchors, an opaque op, an epilogue not at the anchor's index).
+Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName);
 
 }  // namespace nnc

@@ -98,6 +98,9 @@ struct OpDef {
   std::function<std::vector<AnchorOutput>(LowerContext&)> lowerAnchor;
   // Opaque
   OpaqueKernel opaque;
+  // The outputs depend only on input shapes/dtypes, never on input data (Shape, Size, EyeLike):
+  // the builder folds such nodes even when their inputs are not constants.
+  bool dependsOnlyOnShapes = false;
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
 };

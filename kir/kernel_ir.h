@@ -155,7 +155,7 @@ class KernelBuilder {
   Kernel kernel_;
   bool outerSet_ = false;
   int nextVar_ = 0;
-  std::unordered_map<ExprId, std::vector<int64_t>> pendingLoops_;  // reduction vars -> extents
+  std::vector<Loop> pendingLoops_;  // made by reductionVars(), not yet closed by reduce()
   struct NodeHash {
     size_t operator()(const ExprNode& n) const;
   };

@@ -27,19 +27,34 @@ class Executor {
                                           int numThreads, std::string* error);
   const Plan& plan() const { return plan_; }
   // Checks every tensor (count, null data, dtype, rank, shape, size) before running anything.
+  // Runs are serialised (one at a time per executor). When stepSeconds is non-null it receives each
+  // step's wall time (nnc bench --profile).
   nnc_status run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
-                 std::string* error);
-  // Runs one step at a time: for per-step timings (nnc bench --profile).
+                 std::string* error, std::vector<double>* stepSeconds = nullptr);
   int numThreads() const { return pool_ ? pool_->numThreads() : 1; }
 
  private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
+  // A step argument bound to a caller tensor: patched into stepArgs_ at each run.
+  struct IoSlot {
+    size_t step;
+    size_t slot;
+    bool isOutput;
+    size_t index;
+  };
+
   Executor() = default;
   Plan plan_;
   const uint8_t* weights_ = nullptr;
-  std::vector<uint8_t> arenaStorage_;
+  std::unique_ptr<uint8_t, FreeDeleter> arenaStorage_;  // 64-byte aligned
   uint8_t* arena_ = nullptr;
   std::vector<KernelFn> kernelFns_;   // per step (null for builtins)
   std::vector<BuiltinFn> builtinFns_; // per step (null for kernels)
+  std::vector<std::vector<void*>> stepArgs_;  // per step: buffer base pointers in param-slot order
+  std::vector<int64_t> minChunk_;             // per step: outer points per parallel chunk
+  std::vector<IoSlot> ioSlots_;
   std::unique_ptr<ThreadPool> pool_;
   std::mutex runMutex_;
 };

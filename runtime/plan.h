@@ -53,5 +53,15 @@ struct Plan {
 // A stable little-endian binary encoding (versioned); deserialize checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);
+// The checks deserializePlan applies (dtypes known, byte sizes consistent with shapes, buffer refs
+// in bounds, step arguments in range); the executor applies them to in-memory plans too.
+bool validatePlan(const Plan& plan, std::string* error);
+
+// Size in bytes of one element of an nnc_dtype (ONNX numbering); 0 when the value is unknown.
+uint64_t elementSize(int32_t dtype);
+// "f32", "i64", ...; "dtype(N)" when unknown.
+std::string elementTypeName(int32_t dtype);
+// "[1x3x224x224]"; "[]" for a scalar.
+std::string formatShape(const int64_t* dims, size_t rank);
 
 }  // namespace nnc::rt

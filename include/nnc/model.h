@@ -16,6 +16,13 @@ extern "C" {
 
 #define NNC_ABI_VERSION 1
 
+/* The exported functions; everything else in a model.so is hidden. */
+#if defined(_WIN32)
+#define NNC_API
+#else
+#define NNC_API __attribute__((visibility("default")))
+#endif
+
 typedef enum nnc_status {
   NNC_OK = 0,
   NNC_ERROR_INVALID_ARGUMENT = 1, /* null pointer, wrong count, unknown name */
@@ -62,19 +69,19 @@ typedef struct nnc_options {
 typedef struct nnc_model nnc_model;
 
 /* opts may be NULL. On failure *m is set to NULL and nnc_last_error() says why. */
-nnc_status nnc_model_create(nnc_model **m, const nnc_options *opts);
-size_t nnc_model_num_inputs(const nnc_model *m);
-size_t nnc_model_num_outputs(const nnc_model *m);
-nnc_status nnc_model_input_info(const nnc_model *m, size_t index, nnc_tensor_info *info);
-nnc_status nnc_model_output_info(const nnc_model *m, size_t index, nnc_tensor_info *info);
+NNC_API nnc_status nnc_model_create(nnc_model **m, const nnc_options *opts);
+NNC_API size_t nnc_model_num_inputs(const nnc_model *m);
+NNC_API size_t nnc_model_num_outputs(const nnc_model *m);
+NNC_API nnc_status nnc_model_input_info(const nnc_model *m, size_t index, nnc_tensor_info *info);
+NNC_API nnc_status nnc_model_output_info(const nnc_model *m, size_t index, nnc_tensor_info *info);
 /* inputs/outputs in the order of the info functions; outputs are written in place. */
-nnc_status nnc_model_run(nnc_model *m, const nnc_tensor *inputs, size_t num_inputs, nnc_tensor *outputs,
-                         size_t num_outputs);
+NNC_API nnc_status nnc_model_run(nnc_model *m, const nnc_tensor *inputs, size_t num_inputs, nnc_tensor *outputs,
+                                 size_t num_outputs);
 /* The message of the last failed call on m ("" if none). Valid until the next call on m. */
-const char *nnc_model_last_error(const nnc_model *m);
-/* The message of the last failed nnc_model_create on this thread. */
-const char *nnc_last_error(void);
-void nnc_model_destroy(nnc_model *m);
+NNC_API const char *nnc_model_last_error(const nnc_model *m);
+/* The message of the last failed nnc_model_create on this thread (or of a call given a NULL model). */
+NNC_API const char *nnc_last_error(void);
+NNC_API void nnc_model_destroy(nnc_model *m);
 
 #ifdef __cplusplus
 }

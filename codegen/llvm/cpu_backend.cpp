@@ -1,0 +1,283 @@
+// The CPU backend's driver: host target machine, LLVM's O-level pipeline, ORC LLJIT and object
+// file emission (see cpu_backend.h).
+#include "codegen/llvm/cpu_backend.h"
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Process.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen/llvm/kernel_lowering.h"
+
+namespace nnc::codegen {
+
+namespace {
+
+void initializeLlvmOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+std::string errorText(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+std::vector<std::string> splitFeatures(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+llvm::CodeGenOpt::Level codeGenLevel(int optLevel) {
+  switch (optLevel) {
+    case 0: return llvm::CodeGenOpt::None;
+    case 1: return llvm::CodeGenOpt::Less;
+    case 2: return llvm::CodeGenOpt::Default;
+    default: return llvm::CodeGenOpt::Aggressive;
+  }
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int optLevel) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = optLevel >= 2;
+  pto.SLPVectorization = optLevel >= 2;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  switch (optLevel) {
+    case 0: mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0); break;
+    case 1: mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O1); break;
+    case 2: mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2); break;
+    default: mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3); break;
+  }
+  mpm.run(m, mam);
+}
+
+// A copy of `m` in a fresh context (the JIT takes ownership of both).
+Expected<std::pair<std::unique_ptr<llvm::LLVMContext>, std::unique_ptr<llvm::Module>>> copyToNewContext(
+    const llvm::Module& m) {
+  llvm::SmallVector<char, 0> bitcode;
+  llvm::raw_svector_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(m, os);
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto parsed = llvm::parseBitcodeFile(llvm::MemoryBufferRef(llvm::StringRef(bitcode.data(), bitcode.size()), "nnc"), *ctx);
+  if (!parsed) return Status::error("cpu backend: reloading the module failed: " + errorText(parsed.takeError()));
+  return std::make_pair(std::move(ctx), std::move(*parsed));
+}
+
+// Adds nnc_model_kernels / nnc_model_num_kernels (see cpu_backend.h).
+void addKernelTable(llvm::Module& m, const std::vector<std::string>& names) {
+  llvm::LLVMContext& c = m.getContext();
+  llvm::Type* i8p = llvm::Type::getInt8PtrTy(c);
+  auto* entryTy = llvm::StructType::get(c, {i8p, i8p});
+  std::vector<llvm::Constant*> entries;
+  for (const std::string& name : names) {
+    llvm::Constant* text = llvm::ConstantDataArray::getString(c, name);
+    auto* str = new llvm::GlobalVariable(m, text->getType(), /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
+                                         text, "nnc.kernel_name");
+    str->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+    llvm::Function* fn = m.getFunction(name);
+    NNC_CHECK(fn, "kernel function '" + name + "' missing from the module");
+    entries.push_back(llvm::ConstantStruct::get(
+        entryTy, {llvm::ConstantExpr::getPointerCast(str, i8p), llvm::ConstantExpr::getPointerCast(fn, i8p)}));
+  }
+  auto* arrayTy = llvm::ArrayType::get(entryTy, entries.size());
+  new llvm::GlobalVariable(m, arrayTy, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(arrayTy, entries), "nnc_model_kernels");
+  llvm::Type* i64 = llvm::Type::getInt64Ty(c);
+  new llvm::GlobalVariable(m, i64, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(i64, entries.size()), "nnc_model_num_kernels");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// JitKernels
+
+struct JitKernels::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unordered_map<std::string, rt::KernelFn> functions;
+};
+
+JitKernels::JitKernels(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JitKernels::~JitKernels() = default;
+
+Expected<rt::KernelFn> JitKernels::lookup(const std::string& name) const {
+  auto it = impl_->functions.find(name);
+  if (it == impl_->functions.end()) return Status::error("jit: no kernel named '" + name + "'");
+  return it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CpuModule
+
+struct CpuModule::Impl {
+  std::unique_ptr<llvm::LLVMContext> ctx;  // declared before module: destroyed after it
+  std::unique_ptr<llvm::Module> module;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::string triple, cpu, features;
+  int optLevel = 3;
+  std::vector<std::string> names;
+};
+
+CpuModule::CpuModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CpuModule::~CpuModule() = default;
+
+Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Kernel>& kernels,
+                                                      const CpuTargetOptions& opts) {
+  initializeLlvmOnce();
+  auto impl = std::make_unique<Impl>();
+  impl->optLevel = std::clamp(opts.optLevel, 0, 3);
+  impl->triple = llvm::sys::getProcessTriple();
+  if (opts.cpu == "native" || opts.cpu.empty()) {
+    impl->cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> hostFeatures;
+    if (llvm::sys::getHostCPUFeatures(hostFeatures)) {
+      for (const auto& f : hostFeatures) {
+        if (!impl->features.empty()) impl->features += ",";
+        impl->features += f.second ? '+' : '-';
+        impl->features.append(f.first().data(), f.first().size());
+      }
+    }
+  } else {
+    impl->cpu = opts.cpu;
+  }
+  if (!opts.features.empty()) {
+    if (!impl->features.empty()) impl->features += ',';
+    impl->features += opts.features;
+  }
+
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(impl->triple, err);
+  if (!target) return Status::error("cpu backend: no LLVM target for '" + impl->triple + "': " + err);
+  impl->tm.reset(target->createTargetMachine(impl->triple, impl->cpu, impl->features, llvm::TargetOptions(),
+                                             llvm::Reloc::PIC_, llvm::None, codeGenLevel(impl->optLevel)));
+  if (!impl->tm) return Status::error("cpu backend: cannot create a target machine for cpu '" + impl->cpu + "'");
+
+  impl->ctx = std::make_unique<llvm::LLVMContext>();
+  impl->module = std::make_unique<llvm::Module>("nnc_kernels", *impl->ctx);
+  impl->module->setTargetTriple(impl->triple);
+  impl->module->setDataLayout(impl->tm->createDataLayout());
+
+  llvmcpu::LoweringOptions lowering;
+  lowering.cpu = impl->cpu;
+  lowering.features = impl->features;
+  lowering.reassociateReductions = opts.reassociateReductions;
+  for (const kir::Kernel& k : kernels) {
+    NNC_RETURN_IF_ERROR(llvmcpu::lowerKernel(k, *impl->module, lowering));
+    impl->names.push_back(k.name);
+  }
+  std::string verifyErrors;
+  llvm::raw_string_ostream vos(verifyErrors);
+  NNC_CHECK(!llvm::verifyModule(*impl->module, &vos), "cpu backend produced invalid LLVM IR: " + vos.str());
+  optimize(*impl->module, *impl->tm, impl->optLevel);
+  return std::unique_ptr<CpuModule>(new CpuModule(std::move(impl)));
+}
+
+const std::vector<std::string>& CpuModule::kernelNames() const { return impl_->names; }
+
+std::string CpuModule::targetCpu() const { return impl_->cpu; }
+
+std::string CpuModule::llvmIr() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  impl_->module->print(os, nullptr);
+  return os.str();
+}
+
+Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(impl_->triple)};
+  jtmb.setCPU(impl_->cpu);
+  jtmb.addFeatures(splitFeatures(impl_->features));
+  jtmb.setCodeGenOptLevel(codeGenLevel(impl_->optLevel));
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  if (!jit) return Status::error("jit: cannot create LLJIT: " + errorText(jit.takeError()));
+  auto impl = std::make_unique<JitKernels::Impl>();
+  impl->jit = std::move(*jit);
+  // libm (tanf, erff, ... and the calls LLVM's intrinsics lower to) from this process.
+  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      impl->jit->getDataLayout().getGlobalPrefix());
+  if (!generator) return Status::error("jit: " + errorText(generator.takeError()));
+  impl->jit->getMainJITDylib().addGenerator(std::move(*generator));
+
+  NNC_ASSIGN_OR_RETURN(auto copy, copyToNewContext(*impl_->module));
+  llvm::orc::ThreadSafeModule tsm(std::move(copy.second), std::move(copy.first));
+  if (llvm::Error e = impl->jit->addIRModule(std::move(tsm))) return Status::error("jit: " + errorText(std::move(e)));
+  // Look every kernel up now: compilation errors surface here, and later lookups are plain reads.
+  for (const std::string& name : impl_->names) {
+    auto sym = impl->jit->lookup(name);
+    if (!sym) return Status::error("jit: kernel '" + name + "': " + errorText(sym.takeError()));
+    impl->functions[name] = reinterpret_cast<rt::KernelFn>(static_cast<uintptr_t>(sym->getAddress()));
+  }
+  return std::unique_ptr<JitKernels>(new JitKernels(std::move(impl)));
+}
+
+Status CpuModule::writeObject(const std::string& path, bool withTable) const {
+  // Code generation rewrites the IR (CodeGenPrepare), so it runs on a copy.
+  std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*impl_->module);
+  if (withTable) addKernelTable(*copy, impl_->names);
+
+  const std::string tmp = path + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
+    if (ec) return Status::error("cannot write '" + tmp + "': " + ec.message());
+    llvm::legacy::PassManager pm;
+    if (impl_->tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+      os.close();
+      llvm::sys::fs::remove(tmp);
+      return Status::error("cpu backend: the target cannot emit object files");
+    }
+    pm.run(*copy);
+    os.close();
+    if (os.has_error()) {
+      std::string message = os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return Status::error("cannot write '" + tmp + "': " + message);
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    return Status::error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+  return Status::ok();
+}
+
+}  // namespace nnc::codegen

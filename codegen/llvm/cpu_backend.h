@@ -1,0 +1,87 @@
+// The CPU backend: kernel IR -> one LLVM module, optimised for the host CPU, run in-process through
+// ORC LLJIT or written out as a relocatable object file (AOT).
+//
+// Each kir::Kernel becomes
+//   extern "C" void <kernel.name>(void* const* buffers, int64_t begin, int64_t end);
+// (rt::KernelFn) computing the kernel's outer points [begin, end); buffers[slot] is the base pointer
+// of param `slot`. The functions keep no state, so the runtime may call them concurrently on
+// disjoint [begin, end) ranges. Building a CpuModule is single-threaded.
+//
+// With a table, the object file also defines
+//   struct NncKernelEntry { const char* name; void* fn; };
+//   extern "C" const NncKernelEntry nnc_model_kernels[];   // one entry per kernel, in build order
+//   extern "C" const int64_t nnc_model_num_kernels;
+// so that model.so can find its kernels without dlsym.
+//
+// No LLVM type appears in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/status.h"
+#include "kir/kernel_ir.h"
+#include "runtime/plan.h"
+
+namespace nnc::codegen {
+
+struct CpuTargetOptions {
+  std::string cpu = "native";  // "native": the host's CPU name and features (-march=native)
+  std::string features;        // extra "+avx2,-avx512f"-style features, appended
+  int optLevel = 3;            // 0..3: LLVM's default pipeline at that level
+  // Let LLVM reorder floating-point Sum/Prod reductions so that they vectorise (results differ from
+  // a sequential sum by rounding only).
+  bool reassociateReductions = true;
+};
+
+// The layout of one nnc_model_kernels entry.
+struct NncKernelEntry {
+  const char* name;
+  void* fn;
+};
+
+// Kernels compiled into memory. Function pointers stay valid while this object lives.
+class JitKernels {
+ public:
+  ~JitKernels();
+  JitKernels(const JitKernels&) = delete;
+  JitKernels& operator=(const JitKernels&) = delete;
+  // Thread-safe (a lookup in a table filled when the JIT was created).
+  Expected<rt::KernelFn> lookup(const std::string& name) const;
+
+ private:
+  friend class CpuModule;
+  struct Impl;
+  explicit JitKernels(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class CpuModule {
+ public:
+  ~CpuModule();
+  CpuModule(const CpuModule&) = delete;
+  CpuModule& operator=(const CpuModule&) = delete;
+
+  // Lowers and optimises the kernels. Kernel names must be unique, non-empty symbol names.
+  static Expected<std::unique_ptr<CpuModule>> build(const std::vector<kir::Kernel>& kernels,
+                                                    const CpuTargetOptions& opts);
+
+  const std::vector<std::string>& kernelNames() const;
+  std::string targetCpu() const;       // the resolved CPU name (e.g. "skylake-avx512")
+  std::string llvmIr() const;          // the optimised module as text (--emit=llvm)
+  // Compiles the module in-process (ORC LLJIT); libm and this process's symbols are resolvable.
+  // May be called more than once; each call makes an independent JIT.
+  Expected<std::unique_ptr<JitKernels>> jit() const;
+  // A relocatable, position-independent object file for the host, written atomically (a temporary
+  // file renamed over `path`). With `withTable`, it also defines nnc_model_kernels/_num_kernels.
+  Status writeObject(const std::string& path, bool withTable) const;
+
+ private:
+  struct Impl;
+  explicit CpuModule(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nnc::codegen

@@ -1,0 +1,388 @@
+// kir::Kernel -> LLVM function: loop nests, reductions, stores, and expression DAGs emitted once
+// per loop scope.
+//
+// Shape of the generated code (outer rank >= 2):
+//   for (f = begin; f < end; f += jEnd - j0) {         // one row segment of the outer domain
+//     row = f / L; j0 = f % L; jEnd = min(L, j0 + end - f);   // L = innermost outer extent
+//     outer vars 0..rank-2 from row by div/mod
+//     for (j = j0; j < jEnd; ++j) { point work }        // innermost outer var = j: a clean loop
+//   }
+// so the innermost loop has no div/mod and vectorises. Point work: each reduction as a loop nest
+// over its extents accumulating in an alloca (SROA/mem2reg make it a phi), then the stores with
+// perInner == false, then a loop nest over the inner domain with the perInner stores.
+//
+// Memoisation: a stack of ExprId -> Value maps, one per open loop body. A value emitted inside a
+// loop is only visible while that loop body is open (it would not dominate code after the loop);
+// values from enclosing scopes are reused. Loop-invariant code left inside loops is hoisted by
+// LLVM's LICM.
+#include "codegen/llvm/kernel_lowering.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/llvm/scalar_ops.h"
+
+namespace nnc::codegen::llvmcpu {
+
+namespace {
+
+using kir::ExprId;
+using kir::ExprOp;
+using kir::ReduceOp;
+using llvm::Value;
+
+class KernelLowering {
+ public:
+  KernelLowering(const kir::Kernel& k, llvm::Module& m, const LoweringOptions& o)
+      : k_(k), m_(m), opts_(o), b_(m.getContext()), ops_(b_, m) {}
+
+  Status run() {
+    if (k_.name.empty()) return Status::error("cpu backend: kernel without a name");
+    if (m_.getFunction(k_.name)) return Status::error("cpu backend: duplicate kernel name '" + k_.name + "'");
+    createFunction();
+    emitOuterLoop();
+    b_.CreateRetVoid();
+    if (!error_.empty()) {
+      fn_->eraseFromParent();
+      return Status::error("kernel '" + k_.name + "': " + error_);
+    }
+    return Status::ok();
+  }
+
+ private:
+  void createFunction() {
+    llvm::LLVMContext& c = m_.getContext();
+    llvm::Type* i8p = llvm::Type::getInt8PtrTy(c);
+    auto* fty = llvm::FunctionType::get(llvm::Type::getVoidTy(c),
+                                        {i8p->getPointerTo(), b_.getInt64Ty(), b_.getInt64Ty()}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
+    fn_->setDoesNotThrow();
+    if (!opts_.cpu.empty()) fn_->addFnAttr("target-cpu", opts_.cpu);
+    if (!opts_.features.empty()) fn_->addFnAttr("target-features", opts_.features);
+    llvm::Argument* buffers = fn_->getArg(0);
+    buffers->setName("buffers");
+    buffers->addAttr(llvm::Attribute::NoCapture);
+    buffers->addAttr(llvm::Attribute::ReadOnly);
+    fn_->getArg(1)->setName("begin");
+    fn_->getArg(2)->setName("end");
+
+    entry_ = llvm::BasicBlock::Create(c, "entry", fn_);
+    b_.SetInsertPoint(entry_);
+    // Base pointers are loaded once: stores through them cannot change the pointer table.
+    for (size_t s = 0; s < k_.params.size(); ++s) {
+      const kir::Param& p = k_.params[s];
+      Value* slotPtr = b_.CreateConstInBoundsGEP1_64(i8p, buffers, s);
+      Value* raw = b_.CreateAlignedLoad(i8p, slotPtr, llvm::Align(8), p.name + ".raw");
+      bases_.push_back(b_.CreateBitCast(raw, ops_.storageType(p.dtype)->getPointerTo(), p.name));
+    }
+    scopes_.emplace_back();
+  }
+
+  // --- loops
+
+  // for (i = lo; i < hi; ++i) body(i), in a fresh memo scope; the builder ends after the loop.
+  void emitLoop(Value* lo, Value* hi, const std::function<void(Value*)>& body, const std::string& name) {
+    llvm::LLVMContext& c = m_.getContext();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(c, name + ".header", fn_);
+    auto* bodyBlock = llvm::BasicBlock::Create(c, name + ".body", fn_);
+    auto* exit = llvm::BasicBlock::Create(c, name + ".exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+    i->addIncoming(lo, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodyBlock, exit);
+    b_.SetInsertPoint(bodyBlock);
+    scopes_.emplace_back();
+    body(i);
+    scopes_.pop_back();
+    i->addIncoming(b_.CreateAdd(i, b_.getInt64(1), name + ".next", /*HasNUW=*/true, /*HasNSW=*/true),
+                   b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  // A loop nest over `loop` (innermost fastest); extent-1 dims bind their var to 0 without a loop.
+  void emitLoopNest(const kir::Loop& loop, size_t dim, const std::string& name, const std::function<void()>& body) {
+    if (dim == loop.extents.size()) {
+      body();
+      return;
+    }
+    const std::string dimName = name + std::to_string(dim);
+    if (loop.extents[dim] == 1) {
+      bind(loop.vars[dim], b_.getInt64(0));
+      emitLoopNest(loop, dim + 1, name, body);
+      return;
+    }
+    emitLoop(b_.getInt64(0), b_.getInt64(loop.extents[dim]), [&](Value* i) {
+      bind(loop.vars[dim], i);
+      emitLoopNest(loop, dim + 1, name, body);
+    }, dimName);
+  }
+
+  void emitOuterLoop() {
+    Value* begin = fn_->getArg(1);
+    Value* end = fn_->getArg(2);
+    const kir::Loop& outer = k_.outer;
+    const size_t rank = outer.extents.size();
+    if (rank <= 1) {
+      emitLoop(begin, end, [&](Value* f) {
+        if (rank == 1) bind(outer.vars[0], f);
+        emitPoint();
+      }, "outer");
+      return;
+    }
+    // Row segments (see the file comment).
+    llvm::LLVMContext& c = m_.getContext();
+    Value* lastExtent = b_.getInt64(outer.extents.back());
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(c, "row.header", fn_);
+    auto* body = llvm::BasicBlock::Create(c, "row.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(c, "row.exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* f = b_.CreatePHI(b_.getInt64Ty(), 2, "f");
+    f->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(f, end), body, exit);
+    b_.SetInsertPoint(body);
+    scopes_.emplace_back();
+    Value* row = b_.CreateUDiv(f, lastExtent, "row");
+    Value* j0 = b_.CreateURem(f, lastExtent, "j0");
+    Value* jEnd = b_.CreateAdd(j0, b_.CreateSub(end, f));
+    jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, lastExtent), jEnd, lastExtent, "jend");
+    Value* next = b_.CreateAdd(f, b_.CreateSub(jEnd, j0), "f.next");
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (d == 0) {
+        bind(outer.vars[0], row);
+      } else {
+        Value* extent = b_.getInt64(outer.extents[d]);
+        bind(outer.vars[d], b_.CreateURem(row, extent));
+        row = b_.CreateUDiv(row, extent);
+      }
+    }
+    emitLoop(j0, jEnd, [&](Value* j) {
+      bind(outer.vars[rank - 1], j);
+      emitPoint();
+    }, "col");
+    scopes_.pop_back();
+    f->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  void emitPoint() {
+    reduced_.assign(k_.reductions.size(), nullptr);
+    for (size_t r = 0; r < k_.reductions.size(); ++r) reduced_[r] = emitReduction(k_.reductions[r], r);
+    bool anyInner = false;
+    for (const kir::Store& s : k_.stores) {
+      if (s.perInner) anyInner = true;
+      else emitStore(s);
+    }
+    if (!anyInner) return;
+    emitLoopNest(k_.inner, 0, "inner", [&] {
+      for (const kir::Store& s : k_.stores)
+        if (s.perInner) emitStore(s);
+    });
+  }
+
+  // --- reductions
+
+  llvm::AllocaInst* entryAlloca(llvm::Type* ty, const std::string& name) {
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    return eb.CreateAlloca(ty, nullptr, name);
+  }
+
+  // The identity the accumulator starts from (equal to the interpreter's "first element" start).
+  Value* identity(ReduceOp op, DType t) {
+    llvm::Type* ty = ops_.valueType(t);
+    const bool maxLike = op == ReduceOp::Max || op == ReduceOp::ArgMax;  // else Min/ArgMin
+    if (isFloat(t)) {
+      if (op == ReduceOp::Sum) return llvm::ConstantFP::getNegativeZero(ty);  // -0 + x == x, also for -0
+      if (op == ReduceOp::Prod) return llvm::ConstantFP::get(ty, 1.0);
+      return llvm::ConstantFP::getInfinity(ty, /*Negative=*/maxLike);
+    }
+    unsigned bits = ty->getIntegerBitWidth();
+    const bool u = isUnsignedLike(t);
+    if (op == ReduceOp::Sum) return llvm::ConstantInt::get(ty, 0);
+    if (op == ReduceOp::Prod) return llvm::ConstantInt::get(ty, 1);
+    if (maxLike) return llvm::ConstantInt::get(m_.getContext(), u ? llvm::APInt::getMinValue(bits) : llvm::APInt::getSignedMinValue(bits));
+    return llvm::ConstantInt::get(m_.getContext(), u ? llvm::APInt::getMaxValue(bits) : llvm::APInt::getSignedMaxValue(bits));
+  }
+
+  Value* combine(ReduceOp op, DType t, Value* acc, Value* v) {
+    if (t == DType::Bool) {  // bool arithmetic saturates: sum/max = or, prod/min = and
+      return (op == ReduceOp::Sum || op == ReduceOp::Max) ? b_.CreateOr(acc, v) : b_.CreateAnd(acc, v);
+    }
+    if (isFloat(t)) {
+      llvm::FastMathFlags fmf;
+      if (opts_.reassociateReductions) fmf.setAllowReassoc();
+      switch (op) {
+        case ReduceOp::Sum: {
+          Value* r = b_.CreateFAdd(acc, v);
+          llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf);
+          return r;
+        }
+        case ReduceOp::Prod: {
+          Value* r = b_.CreateFMul(acc, v);
+          llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf);
+          return r;
+        }
+        case ReduceOp::Max: return ops_.floatMax(acc, v);
+        default: return ops_.floatMin(acc, v);
+      }
+    }
+    switch (op) {
+      case ReduceOp::Sum: return b_.CreateAdd(acc, v);
+      case ReduceOp::Prod: return b_.CreateMul(acc, v);
+      case ReduceOp::Max: return ops_.intMax(acc, v, t);
+      default: return ops_.intMin(acc, v, t);
+    }
+  }
+
+  Value* emitReduction(const kir::Reduction& r, size_t number) {
+    const DType t = k_.expr(r.body).dtype;
+    llvm::Type* ty = ops_.valueType(t);
+    const std::string name = "red" + std::to_string(number);
+    const bool isArg = r.op == ReduceOp::ArgMax || r.op == ReduceOp::ArgMin;
+    llvm::AllocaInst* acc = entryAlloca(ty, name + ".acc");
+    llvm::AllocaInst* bestIndex = isArg ? entryAlloca(b_.getInt64Ty(), name + ".idx") : nullptr;
+    b_.CreateStore(identity(r.op, t), acc);
+    if (isArg) b_.CreateStore(b_.getInt64(0), bestIndex);
+    emitLoopNest(r.loop, 0, name + ".", [&] {
+      Value* v = value(r.body);
+      if (!v) return;
+      Value* cur = b_.CreateLoad(ty, acc);
+      if (!isArg) {
+        b_.CreateStore(combine(r.op, t, cur, v), acc);
+        return;
+      }
+      // ArgMax/ArgMin: the first element always wins (so a leading NaN sticks, as in the
+      // interpreter), later ones when strictly better (or equal, with selectLastIndex).
+      Value* flat = b_.getInt64(0);
+      int64_t stride = 1;
+      for (size_t d = r.loop.extents.size(); d-- > 0;) {
+        flat = b_.CreateAdd(flat, b_.CreateMul(value(r.loop.vars[d]), b_.getInt64(stride)));
+        stride *= r.loop.extents[d];
+      }
+      const bool isMax = r.op == ReduceOp::ArgMax;
+      Value* better;
+      if (isFloat(t)) {
+        if (isMax) better = r.selectLastIndex ? b_.CreateFCmpOGE(v, cur) : b_.CreateFCmpOGT(v, cur);
+        else better = r.selectLastIndex ? b_.CreateFCmpOLE(v, cur) : b_.CreateFCmpOLT(v, cur);
+      } else {
+        const bool u = isUnsignedLike(t);
+        if (isMax) {
+          better = r.selectLastIndex ? (u ? b_.CreateICmpUGE(v, cur) : b_.CreateICmpSGE(v, cur))
+                                     : (u ? b_.CreateICmpUGT(v, cur) : b_.CreateICmpSGT(v, cur));
+        } else {
+          better = r.selectLastIndex ? (u ? b_.CreateICmpULE(v, cur) : b_.CreateICmpSLE(v, cur))
+                                     : (u ? b_.CreateICmpULT(v, cur) : b_.CreateICmpSLT(v, cur));
+        }
+      }
+      better = b_.CreateOr(better, b_.CreateICmpEQ(flat, b_.getInt64(0)));
+      b_.CreateStore(b_.CreateSelect(better, v, cur), acc);
+      b_.CreateStore(b_.CreateSelect(better, flat, b_.CreateLoad(b_.getInt64Ty(), bestIndex)), bestIndex);
+    });
+    if (isArg) return b_.CreateLoad(b_.getInt64Ty(), bestIndex, name);
+    return b_.CreateLoad(ty, acc, name);
+  }
+
+  // --- stores and expressions
+
+  void emitStore(const kir::Store& s) {
+    Value* index = value(s.index);
+    Value* v = value(s.value);
+    if (!index || !v) return;
+    const DType storage = k_.params[s.slot].dtype;
+    Value* stored = ops_.toStorage(v, k_.expr(s.value).dtype, storage);
+    llvm::Type* sty = ops_.storageType(storage);
+    Value* ptr = b_.CreateInBoundsGEP(sty, bases_[s.slot], index);
+    b_.CreateAlignedStore(stored, ptr, llvm::Align(dtypeSize(storage)));
+  }
+
+  void bind(ExprId var, Value* v) { scopes_.back()[var] = v; }
+
+  // The value of expression `e` at the insertion point; nullptr after an error.
+  Value* value(ExprId e) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto found = it->find(e);
+      if (found != it->end()) return found->second;
+    }
+    Value* v = compute(e);
+    if (v) scopes_.back()[e] = v;
+    return v;
+  }
+
+  Value* compute(ExprId e) {
+    if (!error_.empty()) return nullptr;
+    const kir::ExprNode& n = k_.expr(e);
+    switch (n.op) {
+      case ExprOp::Const: return ops_.constant(n);
+      case ExprOp::Var: NNC_CHECK(false, "kernel '" + k_.name + "': loop variable used outside its loop"); return nullptr;
+      case ExprOp::ReduceValue:
+        NNC_CHECK(n.ival >= 0 && static_cast<size_t>(n.ival) < reduced_.size() && reduced_[n.ival],
+                  "kernel '" + k_.name + "': reduction value used before it is computed");
+        return reduced_[n.ival];
+      case ExprOp::Load: {
+        Value* index = value(n.a);
+        if (!index) return nullptr;
+        const DType storage = k_.params[n.slot].dtype;
+        llvm::Type* sty = ops_.storageType(storage);
+        Value* ptr = b_.CreateInBoundsGEP(sty, bases_[n.slot], index);
+        Value* raw = b_.CreateAlignedLoad(sty, ptr, llvm::Align(dtypeSize(storage)));
+        return ops_.fromStorage(raw, storage);
+      }
+      case ExprOp::Select: {
+        Value* c = value(n.a);
+        Value* t = value(n.b);
+        Value* f = value(n.c);
+        if (!c || !t || !f) return nullptr;
+        return b_.CreateSelect(c, t, f);
+      }
+      case ExprOp::Cast: {
+        Value* a = value(n.a);
+        if (!a) return nullptr;
+        return ops_.cast(a, k_.expr(n.a).dtype, n.dtype);
+      }
+      default: break;
+    }
+    std::string err;
+    Value* r;
+    if (kir::exprOpArity(n.op) == 1) {
+      Value* a = value(n.a);
+      if (!a) return nullptr;
+      r = ops_.unary(n, a, k_.expr(n.a).dtype, &err);
+    } else {
+      Value* a = value(n.a);
+      Value* b = value(n.b);
+      if (!a || !b) return nullptr;
+      r = ops_.binary(n, a, k_.expr(n.a).dtype, b, k_.expr(n.b).dtype, &err);
+    }
+    if (!r) error_ = std::string("e").append(std::to_string(e)).append(": ").append(err);
+    return r;
+  }
+
+  const kir::Kernel& k_;
+  llvm::Module& m_;
+  const LoweringOptions& opts_;
+  llvm::IRBuilder<> b_;
+  ScalarOps ops_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  std::vector<Value*> bases_;
+  std::vector<std::unordered_map<ExprId, Value*>> scopes_;
+  std::vector<Value*> reduced_;
+  std::string error_;
+};
+
+}  // namespace
+
+Status lowerKernel(const kir::Kernel& kernel, llvm::Module& module, const LoweringOptions& options) {
+  return KernelLowering(kernel, module, options).run();
+}
+
+}  // namespace nnc::codegen::llvmcpu

@@ -1,0 +1,26 @@
+// Lowers one kir::Kernel to an LLVM function (internal to the CPU backend):
+//   void <name>(void* const* buffers, int64_t begin, int64_t end)
+// computing the kernel's outer points [begin, end).
+#pragma once
+
+#include <llvm/IR/Module.h>
+
+#include <string>
+
+#include "ir/status.h"
+#include "kir/kernel_ir.h"
+
+namespace nnc::codegen::llvmcpu {
+
+struct LoweringOptions {
+  std::string cpu;       // "target-cpu" function attribute
+  std::string features;  // "target-features" function attribute
+  // Mark the floating-point Sum/Prod accumulations `reassoc` so LLVM may vectorise them (the
+  // summation order then differs from the interpreter's sequential one by rounding only).
+  bool reassociateReductions = true;
+};
+
+// Adds the kernel's function to `module`. Errors name the kernel (unsupported op/dtype pairs).
+Status lowerKernel(const kir::Kernel& kernel, llvm::Module& module, const LoweringOptions& options);
+
+}  // namespace nnc::codegen::llvmcpu

@@ -1,0 +1,363 @@
+// Scalar kernel-IR operations lowered to LLVM IR; semantics follow kir/interpreter.cpp exactly
+// (integer division by zero yields 0, saturating float->int, NaN-propagating min/max, ...).
+#include "codegen/llvm/scalar_ops.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ir/status.h"
+
+namespace nnc::codegen::llvmcpu {
+
+using kir::ExprOp;
+using llvm::Value;
+
+bool isUnsignedLike(DType t) { return isUnsignedInt(t) || t == DType::Bool; }
+
+llvm::Type* ScalarOps::valueType(DType t) const {
+  llvm::LLVMContext& c = m_.getContext();
+  switch (t) {
+    case DType::F32: return llvm::Type::getFloatTy(c);
+    case DType::F64: return llvm::Type::getDoubleTy(c);
+    case DType::Bool: return llvm::Type::getInt1Ty(c);
+    case DType::F16:
+    case DType::BF16: NNC_CHECK(false, "kernel IR value typed f16/bf16"); return nullptr;
+    default: return llvm::Type::getIntNTy(c, static_cast<unsigned>(dtypeSize(t) * 8));
+  }
+}
+
+llvm::Type* ScalarOps::storageType(DType t) const {
+  llvm::LLVMContext& c = m_.getContext();
+  if (t == DType::Bool) return llvm::Type::getInt8Ty(c);
+  if (isHalfLike(t)) return llvm::Type::getInt16Ty(c);
+  return valueType(t);
+}
+
+Value* ScalarOps::constant(const kir::ExprNode& n) const {
+  llvm::Type* ty = valueType(n.dtype);
+  if (isFloat(n.dtype)) return llvm::ConstantFP::get(ty, n.fval);
+  // ival holds the value (or the bit pattern of an unsigned one); truncate to the type's width.
+  unsigned bits = ty->getIntegerBitWidth();
+  uint64_t v = static_cast<uint64_t>(n.ival);
+  if (bits < 64) v &= (uint64_t{1} << bits) - 1;
+  return llvm::ConstantInt::get(ty, v);
+}
+
+Value* ScalarOps::toBool(Value* v) {
+  if (v->getType()->isIntegerTy(1)) return v;
+  if (v->getType()->isFloatingPointTy()) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
+  return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+}
+
+Value* ScalarOps::cast(Value* v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::Bool) return toBool(v);
+  llvm::Type* ty = valueType(to);
+  if (isFloat(to)) {
+    if (isFloat(from)) return b_.CreateFPCast(v, ty);
+    return isUnsignedLike(from) ? b_.CreateUIToFP(v, ty) : b_.CreateSIToFP(v, ty);
+  }
+  if (isFloat(from)) {
+    // Saturating, NaN -> 0: exactly the interpreter's floatToInt.
+    auto id = isUnsignedInt(to) ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
+    return b_.CreateIntrinsic(id, {ty, v->getType()}, {v});
+  }
+  return b_.CreateIntCast(v, ty, /*isSigned=*/!isUnsignedLike(from));
+}
+
+Value* ScalarOps::fromStorage(Value* v, DType storage) {
+  switch (storage) {
+    case DType::F16: return f16BitsToF32(v);
+    case DType::BF16: return bf16BitsToF32(v);
+    case DType::Bool: return b_.CreateICmpNE(v, b_.getInt8(0));
+    default: return v;
+  }
+}
+
+Value* ScalarOps::toStorage(Value* v, DType valueDType, DType storage) {
+  switch (storage) {
+    case DType::F16: return f32ToF16Bits(cast(v, valueDType, DType::F32));
+    case DType::BF16: return f32ToBF16Bits(cast(v, valueDType, DType::F32));
+    case DType::Bool: return b_.CreateZExt(cast(v, valueDType, DType::Bool), b_.getInt8Ty());
+    default: return cast(v, valueDType, storage);
+  }
+}
+
+// f16 -> f32 with integer ops: normals re-bias the exponent, inf/nan keep the mantissa, and
+// subnormals are mantissa * 2^-24 (exact in f32).
+Value* ScalarOps::f16BitsToF32(Value* bits) {
+  Value* h = b_.CreateZExt(bits, b_.getInt32Ty());
+  Value* sign = b_.CreateShl(b_.CreateAnd(h, i32c(0x8000)), 16);
+  Value* exp = b_.CreateAnd(b_.CreateLShr(h, 10), i32c(0x1f));
+  Value* mant = b_.CreateAnd(h, i32c(0x3ff));
+  Value* mantHi = b_.CreateShl(mant, 13);
+  Value* normal = b_.CreateOr(b_.CreateOr(sign, b_.CreateShl(b_.CreateAdd(exp, i32c(112)), 23)), mantHi);
+  Value* special = b_.CreateOr(b_.CreateOr(sign, i32c(0x7f800000)), mantHi);
+  Value* subF = b_.CreateFMul(b_.CreateSIToFP(mant, b_.getFloatTy()), llvm::ConstantFP::get(b_.getFloatTy(), 0x1p-24));
+  Value* sub = b_.CreateOr(b_.CreateBitCast(subF, b_.getInt32Ty()), sign);
+  Value* r = b_.CreateSelect(b_.CreateICmpEQ(exp, i32c(31)), special, normal);
+  r = b_.CreateSelect(b_.CreateICmpEQ(exp, i32c(0)), sub, r);
+  return b_.CreateBitCast(r, b_.getFloatTy());
+}
+
+// f32 -> f16 bits, round to nearest even, with integer ops only.
+Value* ScalarOps::f32ToF16Bits(Value* f) {
+  Value* x = b_.CreateBitCast(f, b_.getInt32Ty());
+  Value* sign = b_.CreateAnd(b_.CreateLShr(x, 16), i32c(0x8000));
+  Value* a = b_.CreateAnd(x, i32c(0x7fffffff));
+  // NaN: quiet, keeping the top mantissa bits.
+  Value* nan = b_.CreateOr(i32c(0x7e00), b_.CreateAnd(b_.CreateLShr(a, 13), i32c(0x3ff)));
+  // Normal range: re-bias, round on the 13 dropped bits; overflow saturates to inf (0x7c00).
+  Value* lsb = b_.CreateAnd(b_.CreateLShr(a, 13), i32c(1));
+  Value* normal = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(b_.CreateSub(a, i32c(0x38000000)), i32c(0xfff)), lsb), 13);
+  normal = b_.CreateSelect(b_.CreateICmpUGT(normal, i32c(0x7c00)), i32c(0x7c00), normal);
+  // Subnormal range (|f| < 2^-14): the value in units of 2^-24 is m >> (126 - e), rounded to even.
+  Value* e = b_.CreateLShr(a, 23);
+  Value* m = b_.CreateOr(b_.CreateAnd(a, i32c(0x7fffff)), i32c(0x800000));
+  Value* s = b_.CreateSub(i32c(126), e);
+  s = b_.CreateSelect(b_.CreateICmpUGT(s, i32c(25)), i32c(25), s);
+  Value* q = b_.CreateLShr(m, s);
+  Value* rem = b_.CreateAnd(m, b_.CreateSub(b_.CreateShl(i32c(1), s), i32c(1)));
+  Value* half = b_.CreateShl(i32c(1), b_.CreateSub(s, i32c(1)));
+  Value* up = b_.CreateOr(b_.CreateICmpUGT(rem, half),
+                          b_.CreateAnd(b_.CreateICmpEQ(rem, half), b_.CreateICmpNE(b_.CreateAnd(q, i32c(1)), i32c(0))));
+  Value* sub = b_.CreateAdd(q, b_.CreateZExt(up, b_.getInt32Ty()));
+  Value* r = b_.CreateSelect(b_.CreateICmpUGE(a, i32c(0x38800000)), normal, sub);
+  r = b_.CreateSelect(b_.CreateICmpUGE(a, i32c(0x7f800000)), i32c(0x7c00), r);
+  r = b_.CreateSelect(b_.CreateICmpUGT(a, i32c(0x7f800000)), nan, r);
+  return b_.CreateTrunc(b_.CreateOr(r, sign), b_.getInt16Ty());
+}
+
+Value* ScalarOps::bf16BitsToF32(Value* bits) {
+  return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(bits, b_.getInt32Ty()), 16), b_.getFloatTy());
+}
+
+Value* ScalarOps::f32ToBF16Bits(Value* f) {
+  Value* x = b_.CreateBitCast(f, b_.getInt32Ty());
+  Value* lsb = b_.CreateAnd(b_.CreateLShr(x, 16), i32c(1));
+  Value* rounded = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(x, i32c(0x7fff)), lsb), 16);
+  Value* nan = b_.CreateOr(b_.CreateLShr(x, 16), i32c(0x40));
+  Value* isNan = b_.CreateICmpUGT(b_.CreateAnd(x, i32c(0x7fffffff)), i32c(0x7f800000));
+  return b_.CreateTrunc(b_.CreateSelect(isNan, nan, rounded), b_.getInt16Ty());
+}
+
+Value* ScalarOps::floatMin(Value* a, Value* b) {
+  Value* r = b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
+  return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), r);  // a+b is the NaN
+}
+
+Value* ScalarOps::floatMax(Value* a, Value* b) {
+  Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
+  return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), r);
+}
+
+Value* ScalarOps::intMin(Value* a, Value* b, DType t) {
+  Value* lt = isUnsignedLike(t) ? b_.CreateICmpULT(b, a) : b_.CreateICmpSLT(b, a);
+  return b_.CreateSelect(lt, b, a);
+}
+
+Value* ScalarOps::intMax(Value* a, Value* b, DType t) {
+  Value* lt = isUnsignedLike(t) ? b_.CreateICmpULT(a, b) : b_.CreateICmpSLT(a, b);
+  return b_.CreateSelect(lt, b, a);
+}
+
+Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, Value* a) {
+  return b_.CreateIntrinsic(id, {a->getType()}, {a});
+}
+
+Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, Value* a, Value* b) {
+  return b_.CreateIntrinsic(id, {a->getType()}, {a, b});
+}
+
+Value* ScalarOps::mathCall(const char* name, Value* a, DType t) {
+  std::string fname = name;
+  if (t == DType::F32) fname += "f";
+  llvm::Type* ty = a->getType();
+  llvm::FunctionCallee callee = m_.getOrInsertFunction(fname, llvm::FunctionType::get(ty, {ty}, false));
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+    // Pure for our purposes (errno is never read), so LICM, CSE and the vectoriser may move it.
+    fn->setDoesNotThrow();
+    fn->setDoesNotAccessMemory();
+    fn->addFnAttr(llvm::Attribute::WillReturn);
+  }
+  llvm::CallInst* call = b_.CreateCall(callee, {a});
+  call->setDoesNotAccessMemory();
+  call->setDoesNotThrow();
+  return call;
+}
+
+Value* ScalarOps::unary(const kir::ExprNode& n, Value* a, DType at, std::string* error) {
+  namespace I = llvm::Intrinsic;
+  if (isFloat(at)) {
+    switch (n.op) {
+      case ExprOp::Neg: return b_.CreateFNeg(a);
+      case ExprOp::Abs: return intrinsic(I::fabs, a);
+      case ExprOp::Exp: return intrinsic(I::exp, a);
+      case ExprOp::Log: return intrinsic(I::log, a);
+      case ExprOp::Sqrt: return intrinsic(I::sqrt, a);
+      case ExprOp::Sin: return intrinsic(I::sin, a);
+      case ExprOp::Cos: return intrinsic(I::cos, a);
+      case ExprOp::Floor: return intrinsic(I::floor, a);
+      case ExprOp::Ceil: return intrinsic(I::ceil, a);
+      case ExprOp::Trunc: return intrinsic(I::trunc, a);
+      case ExprOp::RoundEven: return intrinsic(I::roundeven, a);
+      case ExprOp::Tan: return mathCall("tan", a, at);
+      case ExprOp::Asin: return mathCall("asin", a, at);
+      case ExprOp::Acos: return mathCall("acos", a, at);
+      case ExprOp::Atan: return mathCall("atan", a, at);
+      case ExprOp::Sinh: return mathCall("sinh", a, at);
+      case ExprOp::Cosh: return mathCall("cosh", a, at);
+      case ExprOp::Tanh: return mathCall("tanh", a, at);
+      case ExprOp::Asinh: return mathCall("asinh", a, at);
+      case ExprOp::Acosh: return mathCall("acosh", a, at);
+      case ExprOp::Atanh: return mathCall("atanh", a, at);
+      case ExprOp::Erf: return mathCall("erf", a, at);
+      case ExprOp::IsNaN: return b_.CreateFCmpUNO(a, a);
+      case ExprOp::IsInf: {
+        Value* r = b_.getFalse();
+        if (n.ival & 1) r = b_.CreateOr(r, b_.CreateFCmpOEQ(a, llvm::ConstantFP::getInfinity(a->getType(), false)));
+        if (n.ival & 2) r = b_.CreateOr(r, b_.CreateFCmpOEQ(a, llvm::ConstantFP::getInfinity(a->getType(), true)));
+        return r;
+      }
+      case ExprOp::RoundToF16:
+      case ExprOp::RoundToBF16: {
+        Value* f = cast(a, at, DType::F32);
+        Value* r = n.op == ExprOp::RoundToF16 ? f16BitsToF32(f32ToF16Bits(f)) : bf16BitsToF32(f32ToBF16Bits(f));
+        return cast(r, DType::F32, n.dtype);
+      }
+      default: break;
+    }
+  } else {
+    switch (n.op) {
+      case ExprOp::Neg: return b_.CreateNeg(a);
+      case ExprOp::Abs:
+        if (isUnsignedLike(at)) return a;
+        return b_.CreateIntrinsic(I::abs, {a->getType()}, {a, b_.getFalse()});  // INT_MIN stays INT_MIN
+      case ExprOp::Not: return b_.CreateNot(toBool(a));
+      case ExprOp::BitNot: return b_.CreateNot(a);
+      case ExprOp::Floor:
+      case ExprOp::Ceil:
+      case ExprOp::RoundEven:
+      case ExprOp::Trunc: return a;
+      default: break;
+    }
+  }
+  *error = std::string(kir::exprOpName(n.op)) + " on " + std::string(dtypeName(at)) +
+           " is not supported by the cpu backend";
+  return nullptr;
+}
+
+// Integer Div/FloorDiv/Rem/FloorMod. Division by zero yields 0; signed division by -1 is done as a
+// wrapping negation (x86 traps on INT_MIN / -1), and the remainder by -1 is 0.
+Value* ScalarOps::intDivRem(ExprOp op, Value* a, Value* b, DType t) {
+  llvm::Type* ty = a->getType();
+  Value* zero = llvm::ConstantInt::get(ty, 0);
+  Value* one = llvm::ConstantInt::get(ty, 1);
+  Value* isZero = b_.CreateICmpEQ(b, zero);
+  if (isUnsignedLike(t)) {
+    Value* safeB = b_.CreateSelect(isZero, one, b);
+    bool isDiv = op == ExprOp::Div || op == ExprOp::FloorDiv;
+    Value* r = isDiv ? b_.CreateUDiv(a, safeB) : b_.CreateURem(a, safeB);
+    return b_.CreateSelect(isZero, zero, r);
+  }
+  Value* isNegOne = b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(ty, -1));
+  Value* safeB = b_.CreateSelect(b_.CreateOr(isZero, isNegOne), one, b);
+  Value* q = b_.CreateSDiv(a, safeB);
+  Value* r = b_.CreateSRem(a, safeB);
+  // Floor variants: adjust when the remainder is non-zero and its sign differs from b's.
+  Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, b), zero));
+  switch (op) {
+    case ExprOp::Div:
+      return b_.CreateSelect(isZero, zero, b_.CreateSelect(isNegOne, b_.CreateNeg(a), q));
+    case ExprOp::FloorDiv:
+      q = b_.CreateSelect(adjust, b_.CreateSub(q, one), q);
+      return b_.CreateSelect(isZero, zero, b_.CreateSelect(isNegOne, b_.CreateNeg(a), q));
+    case ExprOp::Rem: return b_.CreateSelect(b_.CreateOr(isZero, isNegOne), zero, r);
+    default:  // FloorMod
+      r = b_.CreateSelect(adjust, b_.CreateAdd(r, b), r);
+      return b_.CreateSelect(b_.CreateOr(isZero, isNegOne), zero, r);
+  }
+}
+
+// Shl/Shr: a shift amount >= the width (as an unsigned 64-bit value) yields 0; Shr is logical for
+// unsigned types and arithmetic for signed ones.
+Value* ScalarOps::shift(ExprOp op, Value* a, DType at, Value* b, DType bt) {
+  llvm::Type* ty = a->getType();
+  unsigned width = ty->getIntegerBitWidth();
+  Value* b64 = b_.CreateIntCast(b, b_.getInt64Ty(), /*isSigned=*/!isUnsignedLike(bt));
+  Value* tooBig = b_.CreateICmpUGE(b64, b_.getInt64(width));
+  Value* amount = b_.CreateTrunc(b_.CreateSelect(tooBig, b_.getInt64(0), b64), ty);
+  Value* r;
+  if (op == ExprOp::Shl) r = b_.CreateShl(a, amount);
+  else r = isUnsignedLike(at) ? b_.CreateLShr(a, amount) : b_.CreateAShr(a, amount);
+  return b_.CreateSelect(tooBig, llvm::ConstantInt::get(ty, 0), r);
+}
+
+Value* ScalarOps::binary(const kir::ExprNode& n, Value* a, DType at, Value* b, DType bt, std::string* error) {
+  if (n.op == ExprOp::Shl || n.op == ExprOp::Shr) {
+    if (isInteger(at) && (isInteger(bt) || bt == DType::Bool)) return shift(n.op, a, at, b, bt);
+  } else if (isFloat(at)) {
+    switch (n.op) {
+      case ExprOp::Add: return b_.CreateFAdd(a, b);
+      case ExprOp::Sub: return b_.CreateFSub(a, b);
+      case ExprOp::Mul: return b_.CreateFMul(a, b);
+      case ExprOp::Div: return b_.CreateFDiv(a, b);
+      case ExprOp::FloorDiv: return intrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(a, b));
+      case ExprOp::Rem: return b_.CreateFRem(a, b);
+      case ExprOp::FloorMod: {
+        Value* z = b_.CreateFRem(a, b);
+        Value* zero = llvm::ConstantFP::get(a->getType(), 0.0);
+        Value* adjust = b_.CreateAnd(b_.CreateFCmpONE(z, zero),
+                                     b_.CreateXor(b_.CreateFCmpOLT(z, zero), b_.CreateFCmpOLT(b, zero)));
+        return b_.CreateSelect(adjust, b_.CreateFAdd(z, b), z);
+      }
+      case ExprOp::Pow: return intrinsic(llvm::Intrinsic::pow, a, b);
+      case ExprOp::Min: return floatMin(a, b);
+      case ExprOp::Max: return floatMax(a, b);
+      case ExprOp::Eq: return b_.CreateFCmpOEQ(a, b);
+      case ExprOp::Ne: return b_.CreateFCmpUNE(a, b);
+      case ExprOp::Lt: return b_.CreateFCmpOLT(a, b);
+      case ExprOp::Le: return b_.CreateFCmpOLE(a, b);
+      case ExprOp::Gt: return b_.CreateFCmpOGT(a, b);
+      case ExprOp::Ge: return b_.CreateFCmpOGE(a, b);
+      default: break;
+    }
+  } else {
+    const bool u = isUnsignedLike(at);
+    switch (n.op) {
+      case ExprOp::Add: return b_.CreateAdd(a, b);
+      case ExprOp::Sub: return b_.CreateSub(a, b);
+      case ExprOp::Mul: return b_.CreateMul(a, b);
+      case ExprOp::Div:
+      case ExprOp::FloorDiv:
+      case ExprOp::Rem:
+      case ExprOp::FloorMod: return intDivRem(n.op, a, b, at);
+      case ExprOp::Pow: {  // through f64, saturating back like the interpreter
+        Value* r = intrinsic(llvm::Intrinsic::pow, cast(a, at, DType::F64), cast(b, bt, DType::F64));
+        return cast(r, DType::F64, n.dtype);
+      }
+      case ExprOp::Min: return intMin(a, b, at);
+      case ExprOp::Max: return intMax(a, b, at);
+      case ExprOp::And: return b_.CreateAnd(toBool(a), toBool(b));
+      case ExprOp::Or: return b_.CreateOr(toBool(a), toBool(b));
+      case ExprOp::Xor: return b_.CreateXor(toBool(a), toBool(b));
+      case ExprOp::BitAnd: return b_.CreateAnd(a, b);
+      case ExprOp::BitOr: return b_.CreateOr(a, b);
+      case ExprOp::BitXor: return b_.CreateXor(a, b);
+      case ExprOp::Eq: return b_.CreateICmpEQ(a, b);
+      case ExprOp::Ne: return b_.CreateICmpNE(a, b);
+      case ExprOp::Lt: return u ? b_.CreateICmpULT(a, b) : b_.CreateICmpSLT(a, b);
+      case ExprOp::Le: return u ? b_.CreateICmpULE(a, b) : b_.CreateICmpSLE(a, b);
+      case ExprOp::Gt: return u ? b_.CreateICmpUGT(a, b) : b_.CreateICmpSGT(a, b);
+      case ExprOp::Ge: return u ? b_.CreateICmpUGE(a, b) : b_.CreateICmpSGE(a, b);
+      default: break;
+    }
+  }
+  *error = std::string(kir::exprOpName(n.op)) + " on " + std::string(dtypeName(at)) +
+           " is not supported by the cpu backend";
+  return nullptr;
+}
+
+}  // namespace nnc::codegen::llvmcpu

@@ -1,0 +1,167 @@
+// Lowering an optimised graph to a runtime plan: groups -> kernels/builtins -> steps, constants ->
+// one aligned weights blob, intermediates -> arena offsets from their lifetimes (in group order).
+#include "driver/plan_builder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+
+#include "ir/op_registry.h"
+#include "passes/fusion.h"
+#include "passes/memory_plan.h"
+
+namespace nnc {
+
+namespace {
+
+constexpr uint64_t kAlignment = 64;
+
+uint64_t alignUp(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
+
+uint64_t byteSize(const Value* v) { return static_cast<uint64_t>(v->shape().numel()) * dtypeSize(v->dtype()); }
+
+rt::TensorDesc describe(const Value* v, const std::string& name) {
+  return {name, dtypeToOnnx(v->dtype()), v->shape().dims(), byteSize(v)};
+}
+
+// A C identifier for kernel number `i` built from its first op: "nnc_k12_conv".
+std::string kernelName(size_t i, const KernelGroup& g) {
+  std::string op(opName(g.nodes.front()->op()));
+  for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return "nnc_k" + std::to_string(i) + "_" + op;
+}
+
+std::string originOf(const KernelGroup& g) {
+  std::string s;
+  for (const Node* n : g.nodes) s += (s.empty() ? "" : ", ") + n->name();
+  return s;
+}
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Graph& graph, LoweredProgram& out) : graph_(graph), out_(out) {}
+
+  Status build(const std::vector<std::string>& outputNames) {
+    rt::Plan& plan = out_.plan;
+    for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+      const Value* v = graph_.inputs()[i];
+      plan.inputs.push_back(describe(v, v->name()));
+      bufferOf_[v] = addBuffer({rt::BufferKind::Input, i, byteSize(v)});
+    }
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      const Value* v = graph_.outputs()[i];
+      if (v->isGraphInput() || v->isConstant() || bufferOf_.count(v))
+        return Status::error("internal: output '" + v->name() + "' is not materialized");
+      plan.outputs.push_back(describe(v, i < outputNames.size() ? outputNames[i] : v->name()));
+      bufferOf_[v] = addBuffer({rt::BufferKind::Output, i, byteSize(v)});
+    }
+    // Arena buffers: every group result that is not a graph output.
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      for (const Value* v : out_.groups[g].outputs) {
+        if (bufferOf_.count(v)) continue;
+        bufferOf_[v] = addBuffer({rt::BufferKind::Arena, 0, byteSize(v)});
+        lifetimes_[v] = {byteSize(v), static_cast<int>(g), static_cast<int>(g)};
+      }
+    }
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      for (const Value* v : out_.groups[g].inputs) {
+        if (v->isConstant() && !bufferOf_.count(v)) bufferOf_[v] = addWeight(v->constant());
+        auto it = lifetimes_.find(v);
+        if (it != lifetimes_.end()) it->second.lastStep = std::max(it->second.lastStep, static_cast<int>(g));
+      }
+    }
+    placeArena();
+    for (size_t g = 0; g < out_.groups.size(); ++g) NNC_RETURN_IF_ERROR(emitGroup(g));
+    plan.weightsSize = out_.weights.size();
+    return Status::ok();
+  }
+
+ private:
+  int32_t addBuffer(rt::BufferRef ref) {
+    out_.plan.buffers.push_back(ref);
+    return static_cast<int32_t>(out_.plan.buffers.size()) - 1;
+  }
+
+  int32_t addWeight(const Tensor& t) {
+    const uint64_t offset = alignUp(out_.weights.size());
+    out_.weights.resize(offset + t.byteSize());
+    if (t.byteSize()) std::memcpy(out_.weights.data() + offset, t.data(), t.byteSize());
+    return addBuffer({rt::BufferKind::Weight, offset, t.byteSize()});
+  }
+
+  void placeArena() {
+    std::vector<const Value*> values;
+    std::vector<passes::BufferLifetime> lifetimes;
+    for (const auto& [v, l] : lifetimes_) {
+      values.push_back(v);
+      lifetimes.push_back(l);
+    }
+    passes::ArenaLayout layout = passes::planArena(lifetimes, kAlignment);
+    for (size_t i = 0; i < values.size(); ++i) out_.plan.buffers[bufferOf_.at(values[i])].offset = layout.offsets[i];
+    out_.plan.arenaSize = layout.size;
+  }
+
+  Status emitGroup(size_t index) {
+    const KernelGroup& group = out_.groups[index];
+    const Node* first = group.nodes.front();
+    if (opFusionClass(first->op()) == FusionClass::Opaque) {
+      const OpDef& def = opDef(first->op());
+      rt::Step step;
+      step.kind = rt::StepKind::Builtin;
+      step.name = def.opaque.symbol;
+      step.params = def.opaque.encode(*first);
+      for (const Value* v : first->inputs())
+        if (v) step.args.push_back(bufferOf_.at(v));
+      for (const Value* v : first->outputs()) step.args.push_back(bufferOf(v));
+      step.origin = originOf(group);
+      out_.plan.steps.push_back(std::move(step));
+      return Status::ok();
+    }
+    NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
+    for (LoweredKernel& lk : kernels) {
+      rt::Step step;
+      step.kind = rt::StepKind::Kernel;
+      step.name = lk.kernel.name;
+      for (const Value* v : lk.params) step.args.push_back(bufferOf(v));
+      step.outerSize = lk.kernel.outer.size();
+      int64_t work = lk.kernel.inner.size();
+      for (const kir::Reduction& r : lk.kernel.reductions) work += r.loop.size();
+      step.workPerPoint = std::max<int64_t>(1, work);
+      step.origin = originOf(group);
+      out_.plan.steps.push_back(std::move(step));
+      out_.kernels.push_back(std::move(lk.kernel));
+    }
+    return Status::ok();
+  }
+
+  // Outputs of a node that no group reads (an unused second output) still need somewhere to go.
+  int32_t bufferOf(const Value* v) {
+    auto it = bufferOf_.find(v);
+    if (it != bufferOf_.end()) return it->second;
+    const int32_t id = addBuffer({rt::BufferKind::Arena, alignUp(out_.plan.arenaSize), byteSize(v)});
+    out_.plan.arenaSize = alignUp(out_.plan.arenaSize) + alignUp(byteSize(v));
+    bufferOf_[v] = id;
+    return id;
+  }
+
+  const Graph& graph_;
+  LoweredProgram& out_;
+  std::map<const Value*, int32_t> bufferOf_;
+  std::map<const Value*, passes::BufferLifetime> lifetimes_;
+};
+
+}  // namespace
+
+Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames, bool fuse,
+                                      std::ostream* fusionLog) {
+  LoweredProgram program;
+  passes::FusionOptions fusion;
+  fusion.enabled = fuse;
+  fusion.debugLog = fusionLog;
+  program.groups = passes::partitionIntoKernels(graph, fusion);
+  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program).build(outputNames));
+  return program;
+}
+
+}  // namespace nnc

@@ -1,0 +1,886 @@
+// Op definitions for the neural-network anchors of ir/ops.def — MatMul, Einsum, Conv,
+// ConvTranspose and the pools — and the opaque TopK. Each anchor lowers to one kernel: the outer
+// loop runs over the output, one reduction folds the contraction or window, and the value at the
+// output index is returned for the lowering to store (with any fused epilogue applied).
+// Semantics follow the newest ONNX opset.
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/ops/common.h"
+
+namespace nnc {
+namespace {
+
+using kir::ExprId;
+using kir::ExprOp;
+using kir::KernelBuilder;
+using kir::ReduceOp;
+
+// --- small helpers
+
+std::string listStr(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string typeStr(DType t) { return std::string(dtypeName(t)); }
+
+int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+Status requireFloat(const InferContext& ctx, int input) {
+  if (isFloat(ctx.inType(input))) return Status::ok();
+  return ctx.error("input " + std::to_string(input) + " has type " + typeStr(ctx.inType(input)) +
+                   ", expected a float type");
+}
+
+// Output index = input index for every dim (the outer vars as the AnchorOutput index).
+std::vector<AnchorOutput> single(const std::vector<ExprId>& index, ExprId value) {
+  return {AnchorOutput{index, value, /*perInner=*/false}};
+}
+
+// ================================================================================================
+// MatMul (numpy semantics: a 1-D operand is promoted to a matrix and the added dim removed again;
+// batch dims broadcast).
+
+struct MatMulDims {
+  Shape batch;           // broadcast batch shape
+  Shape aBatch, bBatch;  // each operand's own batch dims
+  int64_t m = 1, k = 1, n = 1;
+  bool aVector = false, bVector = false;
+  Shape out;
+};
+
+Status matmulDims(const Shape& a, const Shape& b, MatMulDims* d) {
+  if (a.rank() == 0 || b.rank() == 0)
+    return Status::error(std::string("input ") + (a.rank() == 0 ? "A" : "B") + " is a scalar; MatMul needs rank >= 1");
+  d->aVector = a.rank() == 1;
+  d->bVector = b.rank() == 1;
+  d->m = d->aVector ? 1 : a[a.rank() - 2];
+  d->k = a[a.rank() - 1];
+  const int64_t kb = d->bVector ? b[0] : b[b.rank() - 2];
+  d->n = d->bVector ? 1 : b[b.rank() - 1];
+  if (d->k != kb)
+    return Status::error("inner dimensions differ: A is " + a.str() + ", B is " + b.str() + " (" +
+                         std::to_string(d->k) + " vs " + std::to_string(kb) + ")");
+  d->aBatch = Shape(std::vector<int64_t>(a.dims().begin(), a.dims().end() - std::min(a.rank(), 2)));
+  d->bBatch = Shape(std::vector<int64_t>(b.dims().begin(), b.dims().end() - std::min(b.rank(), 2)));
+  std::optional<Shape> batch = broadcastShapes(d->aBatch, d->bBatch);
+  if (!batch)
+    return Status::error("batch dimensions " + d->aBatch.str() + " and " + d->bBatch.str() + " do not broadcast");
+  d->batch = *batch;
+  std::vector<int64_t> out = d->batch.dims();
+  if (!d->aVector) out.push_back(d->m);
+  if (!d->bVector) out.push_back(d->n);
+  d->out = Shape(out);
+  return Status::ok();
+}
+
+Status inferMatMul(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
+  const DType t = ctx.inType(0);
+  if (!isFloat(t) && !isInteger(t))
+    return ctx.error("input 0 has type " + typeStr(t) + ", expected a float or integer type");
+  MatMulDims d;
+  if (Status s = matmulDims(ctx.inShape(0), ctx.inShape(1), &d); !s) return ctx.error(s.message());
+  ctx.setOutput(0, t, d.out);
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerMatMul(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  MatMulDims d;
+  NNC_CHECK(matmulDims(ctx.inShape(0), ctx.inShape(1), &d).isOk(), "MatMul lowered without inference");
+  std::vector<ExprId> out = kb.setOuter(d.out.dims());
+  const int nb = d.batch.rank();
+  std::vector<ExprId> batch(out.begin(), out.begin() + nb);
+  std::vector<ExprId> kv = kb.reductionVars({d.k});
+  std::vector<ExprId> ai = ops::broadcastIndex(kb, batch, d.aBatch);
+  std::vector<ExprId> bi = ops::broadcastIndex(kb, batch, d.bBatch);
+  if (!d.aVector) ai.push_back(out[nb]);
+  ai.push_back(kv[0]);
+  bi.push_back(kv[0]);
+  if (!d.bVector) bi.push_back(out.back());
+  ExprId body = kb.mul(ctx.inputs[0](ai), ctx.inputs[1](bi));
+  return single(out, kb.reduce(ReduceOp::Sum, kv, body));
+}
+
+// ================================================================================================
+// Einsum. Labels are letters (ids 0..51) and ellipsis dims (ids 52.., right-aligned across
+// operands and broadcast numpy-style).
+
+constexpr int kEllipsisLabel = 52;
+
+struct EinsumSpec {
+  std::vector<std::vector<int>> operandLabels;  // per operand, per dim
+  std::vector<int> outputLabels;
+  std::vector<int64_t> labelSize;  // indexed by label id; -1 when unused
+  std::vector<int> reducedLabels;
+};
+
+int letterId(char c) { return c >= 'a' && c <= 'z' ? c - 'a' : c >= 'A' && c <= 'Z' ? 26 + (c - 'A') : -1; }
+char letterOf(int id) { return static_cast<char>(id < 26 ? 'a' + id : 'A' + (id - 26)); }
+
+// One term as tokens: letter ids, and -1 for an ellipsis.
+Status parseTerm(const std::string& term, std::vector<int>* tokens) {
+  bool sawEllipsis = false;
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (term[i] == '.') {
+      if (term.compare(i, 3, "...") != 0) return Status::error("a '.' outside an ellipsis in term '" + term + "'");
+      if (sawEllipsis) return Status::error("term '" + term + "' has more than one ellipsis");
+      sawEllipsis = true;
+      tokens->push_back(-1);
+      i += 2;
+      continue;
+    }
+    int id = letterId(term[i]);
+    if (id < 0) return Status::error(std::string("invalid character '") + term[i] + "' in term '" + term + "'");
+    tokens->push_back(id);
+  }
+  return Status::ok();
+}
+
+Status parseEinsum(std::string equation, const std::vector<Shape>& shapes, EinsumSpec* spec) {
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != shapes.size())
+    return Status::error("equation has " + std::to_string(terms.size()) + " input terms but the node has " +
+                         std::to_string(shapes.size()) + " inputs");
+
+  std::vector<std::vector<int>> tokens(terms.size());
+  int ellipsisRank = 0;
+  for (size_t t = 0; t < terms.size(); ++t) {
+    NNC_RETURN_IF_ERROR(parseTerm(terms[t], &tokens[t]));
+    const bool hasEllipsis = std::count(tokens[t].begin(), tokens[t].end(), -1) > 0;
+    const int letters = static_cast<int>(tokens[t].size()) - (hasEllipsis ? 1 : 0);
+    const int rank = shapes[t].rank();
+    if (hasEllipsis ? rank < letters : rank != letters)
+      return Status::error("term '" + terms[t] + "' has " + std::to_string(letters) + " labels but input " +
+                           std::to_string(t) + " has rank " + std::to_string(rank));
+    if (hasEllipsis) {
+      ellipsisRank = std::max(ellipsisRank, rank - letters);
+    }
+  }
+
+  spec->labelSize.assign(kEllipsisLabel + ellipsisRank, -1);
+  spec->operandLabels.assign(terms.size(), {});
+  std::vector<int> letterCount(kEllipsisLabel, 0);
+  for (size_t t = 0; t < terms.size(); ++t) {
+    const Shape& shape = shapes[t];
+    const int letters =
+        static_cast<int>(std::count_if(tokens[t].begin(), tokens[t].end(), [](int x) { return x >= 0; }));
+    const int ellDims = shape.rank() - letters;
+    std::vector<int>& labels = spec->operandLabels[t];
+    for (int tok : tokens[t]) {
+      if (tok == -1) {
+        for (int j = 0; j < ellDims; ++j) labels.push_back(kEllipsisLabel + ellipsisRank - ellDims + j);
+      } else {
+        labels.push_back(tok);
+        ++letterCount[tok];
+      }
+    }
+    for (int dim = 0; dim < shape.rank(); ++dim) {
+      const int label = labels[dim];
+      int64_t& size = spec->labelSize[label];
+      const int64_t s = shape[dim];
+      if (size == -1 || (label >= kEllipsisLabel && size == 1)) {
+        size = s;
+      } else if (s != size && !(label >= kEllipsisLabel && s == 1)) {
+        if (label >= kEllipsisLabel)
+          return Status::error("ellipsis dimensions of input " + std::to_string(t) + " " + shape.str() +
+                               " do not broadcast with the other inputs");
+        return Status::error(std::string("label '") + letterOf(label) + "' has size " + std::to_string(size) + " and " +
+                             std::to_string(s) + " (input " + std::to_string(t) + ")");
+      }
+    }
+  }
+
+  if (arrow == std::string::npos) {
+    for (int j = 0; j < ellipsisRank; ++j) spec->outputLabels.push_back(kEllipsisLabel + j);
+    // Letters appearing exactly once, in alphabetical (ASCII) order: uppercase ids sort first.
+    std::vector<int> once;
+    for (int id = 0; id < kEllipsisLabel; ++id)
+      if (letterCount[id] == 1) once.push_back(id);
+    std::sort(once.begin(), once.end(), [](int a, int b) { return letterOf(a) < letterOf(b); });
+    spec->outputLabels.insert(spec->outputLabels.end(), once.begin(), once.end());
+  } else {
+    const std::string rhs = equation.substr(arrow + 2);
+    std::vector<int> out;
+    NNC_RETURN_IF_ERROR(parseTerm(rhs, &out));
+    for (int tok : out) {
+      if (tok == -1) {
+        for (int j = 0; j < ellipsisRank; ++j) spec->outputLabels.push_back(kEllipsisLabel + j);
+        continue;
+      }
+      if (spec->labelSize[tok] < 0)
+        return Status::error(std::string("output label '") + letterOf(tok) + "' does not appear in any input");
+      if (std::count(spec->outputLabels.begin(), spec->outputLabels.end(), tok) > 0)
+        return Status::error(std::string("output label '") + letterOf(tok) + "' appears twice");
+      spec->outputLabels.push_back(tok);
+    }
+  }
+  for (int id = 0; id < static_cast<int>(spec->labelSize.size()); ++id) {
+    if (spec->labelSize[id] < 0) continue;
+    if (std::find(spec->outputLabels.begin(), spec->outputLabels.end(), id) == spec->outputLabels.end())
+      spec->reducedLabels.push_back(id);
+  }
+  return Status::ok();
+}
+
+std::vector<Shape> inputShapes(const Node& node) {
+  std::vector<Shape> shapes;
+  for (const Value* v : node.inputs()) shapes.push_back(v->shape());
+  return shapes;
+}
+
+Status inferEinsum(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
+  const DType t = ctx.inType(0);
+  if (!isFloat(t) && !isInteger(t))
+    return ctx.error("input 0 has type " + typeStr(t) + ", expected a float or integer type");
+  for (int i = 0; i < ctx.numInputs(); ++i)
+    if (!ctx.hasInput(i)) return ctx.error("input " + std::to_string(i) + " is missing");
+  EinsumSpec spec;
+  if (Status s = parseEinsum(ctx.attrs().getString("equation"), inputShapes(ctx.node()), &spec); !s)
+    return ctx.error("equation '" + ctx.attrs().getString("equation") + "': " + s.message());
+  std::vector<int64_t> out;
+  for (int label : spec.outputLabels) out.push_back(spec.labelSize[label]);
+  ctx.setOutput(0, t, Shape(out));
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerEinsum(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  EinsumSpec spec;
+  NNC_CHECK(parseEinsum(ctx.attrs().getString("equation"), inputShapes(ctx.node), &spec).isOk(),
+            "Einsum lowered without inference");
+  std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+  std::vector<ExprId> var(spec.labelSize.size(), kir::kNoExpr);
+  for (size_t i = 0; i < out.size(); ++i) var[spec.outputLabels[i]] = out[i];
+  std::vector<int64_t> reducedExtents;
+  for (int label : spec.reducedLabels) reducedExtents.push_back(spec.labelSize[label]);
+  std::vector<ExprId> rv;
+  if (!spec.reducedLabels.empty()) {
+    rv = kb.reductionVars(reducedExtents);
+    for (size_t i = 0; i < rv.size(); ++i) var[spec.reducedLabels[i]] = rv[i];
+  }
+  ExprId product = kir::kNoExpr;
+  for (size_t t = 0; t < spec.operandLabels.size(); ++t) {
+    const Shape& shape = ctx.inShape(static_cast<int>(t));
+    std::vector<ExprId> index;
+    for (int dim = 0; dim < shape.rank(); ++dim) {
+      const int label = spec.operandLabels[t][dim];
+      // A size-1 ellipsis dim broadcast against a larger one reads index 0.
+      index.push_back(shape[dim] == 1 ? kb.i64(0) : var[label]);
+    }
+    ExprId v = ctx.inputs[t](index);
+    product = product == kir::kNoExpr ? v : kb.mul(product, v);
+  }
+  if (spec.reducedLabels.empty()) return single(out, product);
+  return single(out, kb.reduce(ReduceOp::Sum, rv, product));
+}
+
+// ================================================================================================
+// Sliding windows (Conv and the pools): geometry from the attributes, per the ONNX formulas.
+
+struct Window {
+  std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
+  int rank() const { return static_cast<int>(in.size()); }
+  int64_t extent(int i) const { return (kernel[i] - 1) * dilations[i] + 1; }
+};
+
+Status readSpatialInts(const Attributes& attrs, const std::string& name, size_t count, int64_t fallback,
+                       int64_t minValue, std::vector<int64_t>* out) {
+  *out = attrs.getInts(name, std::vector<int64_t>(count, fallback));
+  if (out->size() != count)
+    return Status::error(name + " has " + std::to_string(out->size()) + " values, expected " + std::to_string(count));
+  for (int64_t v : *out)
+    if (v < minValue)
+      return Status::error(name + " must be " + (minValue == 0 ? "non-negative" : "positive") + ", got " +
+                           listStr(*out));
+  return Status::ok();
+}
+
+Status readAutoPad(const Attributes& attrs, std::string* autoPad) {
+  *autoPad = attrs.getString("auto_pad");
+  if (*autoPad == "NOTSET" || *autoPad == "SAME_UPPER" || *autoPad == "SAME_LOWER" || *autoPad == "VALID")
+    return Status::ok();
+  return Status::error("auto_pad '" + *autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+}
+
+// Geometry of a conv or pool over spatial dims `in` with `kernel`. Reads strides, dilations, pads,
+// auto_pad and (for pools) ceil_mode. Messages carry no node prefix.
+Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vector<int64_t> kernel, Window* w) {
+  const size_t n = in.size();
+  w->in = std::move(in);
+  w->kernel = std::move(kernel);
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "strides", n, 1, 1, &w->strides));
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "dilations", n, 1, 1, &w->dilations));
+  std::vector<int64_t> pads;
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "pads", 2 * n, 0, 0, &pads));
+  std::string autoPad;
+  NNC_RETURN_IF_ERROR(readAutoPad(attrs, &autoPad));
+  const bool ceilMode = attrs.has("ceil_mode") && attrs.getInt("ceil_mode") != 0;
+  if (autoPad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
+    return Status::error("pads " + listStr(pads) + " cannot be combined with auto_pad " + autoPad);
+  w->padBegin.assign(n, 0);
+  w->padEnd.assign(n, 0);
+  w->out.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int ii = static_cast<int>(i);
+    const int64_t in = w->in[i], s = w->strides[i], dk = w->extent(ii);
+    if (w->kernel[i] < 1) return Status::error("kernel size must be positive, got " + listStr(w->kernel));
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      w->out[i] = ceilDiv(in, s);
+      const int64_t total = std::max<int64_t>(0, (w->out[i] - 1) * s + dk - in);
+      // The odd extra pad goes at the end for SAME_UPPER, at the beginning for SAME_LOWER.
+      w->padBegin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w->padEnd[i] = total - w->padBegin[i];
+      continue;
+    }
+    if (autoPad == "NOTSET") {
+      w->padBegin[i] = pads[i];
+      w->padEnd[i] = pads[n + i];
+    }
+    const int64_t padded = in + w->padBegin[i] + w->padEnd[i];
+    if (dk > padded)
+      return Status::error("kernel extent " + std::to_string(dk) + " on spatial axis " + std::to_string(i) +
+                           " is larger than the padded input (" + std::to_string(padded) + ")");
+    if (ceilMode) {
+      w->out[i] = ceilDiv(padded - dk, s) + 1;
+      // A window that would start in the end padding is dropped (as PyTorch and ONNX Runtime do).
+      if ((w->out[i] - 1) * s >= in + w->padBegin[i]) --w->out[i];
+    } else {
+      w->out[i] = (padded - dk) / s + 1;
+    }
+  }
+  return Status::ok();
+}
+
+std::vector<int64_t> spatialDims(const Shape& s) { return std::vector<int64_t>(s.dims().begin() + 2, s.dims().end()); }
+
+// Input coordinates of window tap `k` at output position `o` along each spatial axis, clamped into
+// range for the load, and whether all of them are inside the input. Bounds that cannot be crossed
+// (no padding on that side, windows ending inside) are not tested.
+struct Taps {
+  std::vector<ExprId> coord, clamped;
+  ExprId valid;
+};
+
+Taps windowTaps(KernelBuilder& kb, const Window& w, const std::vector<ExprId>& o, const std::vector<ExprId>& k) {
+  Taps taps;
+  taps.valid = kb.boolean(true);
+  for (int i = 0; i < w.rank(); ++i) {
+    ExprId c =
+        kb.add(kb.sub(kb.mul(o[i], kb.i64(w.strides[i])), kb.i64(w.padBegin[i])), kb.mul(k[i], kb.i64(w.dilations[i])));
+    taps.coord.push_back(c);
+    const int64_t lowest = -w.padBegin[i];
+    const int64_t highest = (w.out[i] - 1) * w.strides[i] - w.padBegin[i] + (w.kernel[i] - 1) * w.dilations[i];
+    if (lowest < 0) taps.valid = kb.logicalAnd(taps.valid, kb.le(kb.i64(0), c));
+    if (highest >= w.in[i]) taps.valid = kb.logicalAnd(taps.valid, kb.lt(c, kb.i64(w.in[i])));
+    taps.clamped.push_back(lowest < 0 || highest >= w.in[i] ? kb.clamp(c, 0, w.in[i] - 1) : c);
+  }
+  return taps;
+}
+
+// Number of taps along axis i of the window at output position `o` whose coordinate lies in
+// [lo, hi): the closed form of counting k in [0, K) with lo <= o*s - pb + k*d < hi.
+ExprId tapCount(KernelBuilder& kb, const Window& w, int i, ExprId o, int64_t lo, int64_t hi) {
+  const int64_t s = w.strides[i], d = w.dilations[i], pb = w.padBegin[i], kk = w.kernel[i];
+  const int64_t lowest = -pb, highest = (w.out[i] - 1) * s - pb + (kk - 1) * d;
+  if (lowest >= lo && highest < hi) return kb.i64(kk);
+  ExprId base = kb.sub(kb.mul(o, kb.i64(s)), kb.i64(pb));
+  // kmin = ceil((lo - base) / d) = -floor((base - lo) / d); kmax = floor((hi - 1 - base) / d).
+  ExprId kmin =
+      kb.max(kb.i64(0), kb.unary(ExprOp::Neg, kb.binary(ExprOp::FloorDiv, kb.sub(base, kb.i64(lo)), kb.i64(d))));
+  ExprId kmax = kb.min(kb.i64(kk - 1), kb.binary(ExprOp::FloorDiv, kb.sub(kb.i64(hi - 1), base), kb.i64(d)));
+  return kb.max(kb.i64(0), kb.add(kb.sub(kmax, kmin), kb.i64(1)));
+}
+
+// ================================================================================================
+// Conv: Y[n, m, o...] = B[m] + sum over (c, k...) of X[n, g*C/group + c, o*s - pb + k*d] * W[m, c, k...].
+
+struct ConvGeometry {
+  Window w;
+  int64_t group = 1, inPerGroup = 1, outChannels = 1;
+};
+
+Status convGeometry(const Node& node, ConvGeometry* g) {
+  const Shape& x = node.input(0)->shape();
+  const Shape& w = node.input(1)->shape();
+  const Attributes& attrs = node.attrs();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+  if (w.rank() != x.rank())
+    return Status::error("weight has rank " + std::to_string(w.rank()) + ", expected " + std::to_string(x.rank()) +
+                         " like the input");
+  g->group = attrs.getInt("group");
+  if (g->group < 1) return Status::error("group must be positive, got " + std::to_string(g->group));
+  const int64_t c = x[1];
+  g->outChannels = w[0];
+  g->inPerGroup = w[1];
+  if (c != w[1] * g->group)
+    return Status::error("input has " + std::to_string(c) + " channels, weight " + w.str() + " expects " +
+                         std::to_string(w[1] * g->group) + " (" + std::to_string(w[1]) + " per group x group " +
+                         std::to_string(g->group) + ")");
+  if (g->outChannels % g->group != 0)
+    return Status::error("output channels " + std::to_string(g->outChannels) + " are not divisible by group " +
+                         std::to_string(g->group));
+  std::vector<int64_t> kernel = spatialDims(w);
+  if (attrs.has("kernel_shape") && attrs.getInts("kernel_shape") != kernel)
+    return Status::error("kernel_shape " + listStr(attrs.getInts("kernel_shape")) + " does not match the weight's " +
+                         "spatial dims " + listStr(kernel));
+  NNC_RETURN_IF_ERROR(computeWindow(attrs, spatialDims(x), kernel, &g->w));
+  if (node.input(2)) {
+    const Shape& b = node.input(2)->shape();
+    if (b != Shape{g->outChannels})
+      return Status::error("bias has shape " + b.str() + ", expected [" + std::to_string(g->outChannels) + "]");
+  }
+  return Status::ok();
+}
+
+Status inferConv(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
+  NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+  ConvGeometry g;
+  if (Status s = convGeometry(ctx.node(), &g); !s) return ctx.error(s.message());
+  std::vector<int64_t> out = {ctx.inShape(0)[0], g.outChannels};
+  out.insert(out.end(), g.w.out.begin(), g.w.out.end());
+  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  ConvGeometry g;
+  NNC_CHECK(convGeometry(ctx.node, &g).isOk(), "Conv lowered without inference");
+  const Window& w = g.w;
+  std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+  std::vector<int64_t> extents = {g.inPerGroup};
+  extents.insert(extents.end(), w.kernel.begin(), w.kernel.end());
+  std::vector<ExprId> rv = kb.reductionVars(extents);
+  const ExprId n = out[0], m = out[1];
+  std::vector<ExprId> o(out.begin() + 2, out.end()), k(rv.begin() + 1, rv.end());
+  Taps taps = windowTaps(kb, w, o, k);
+  const ExprId groupIndex = kb.binary(ExprOp::FloorDiv, m, kb.i64(g.outChannels / g.group));
+  const ExprId c = kb.add(kb.mul(groupIndex, kb.i64(g.inPerGroup)), rv[0]);
+  std::vector<ExprId> xi = {n, c};
+  xi.insert(xi.end(), taps.clamped.begin(), taps.clamped.end());
+  std::vector<ExprId> wi = {m, rv[0]};
+  wi.insert(wi.end(), k.begin(), k.end());
+  ExprId x = ctx.inputs[0](xi);
+  const ExprId zero = kb.constant(kb.dtypeOf(x), 0);
+  ExprId body = kb.mul(kb.select(taps.valid, x, zero), ctx.inputs[1](wi));
+  ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
+  if (ctx.hasInput(2)) value = kb.add(value, ctx.inputs[2]({m}));
+  return single(out, value);
+}
+
+// ================================================================================================
+// ConvTranspose: Y[n, m, o...] = B[m] + sum over (c, k...) of X[n, g*C/group + c, i...] *
+// W[g*C/group + c, m % (M/group), k...] where o + pb - k*d = i*s with 0 <= i < in.
+
+struct ConvTransposeGeometry {
+  std::vector<int64_t> in, kernel, strides, dilations, padBegin, out;
+  int64_t group = 1, inPerGroup = 1, outPerGroup = 1;
+};
+
+Status convTransposeGeometry(const Node& node, ConvTransposeGeometry* g) {
+  const Shape& x = node.input(0)->shape();
+  const Shape& w = node.input(1)->shape();
+  const Attributes& attrs = node.attrs();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+  if (w.rank() != x.rank())
+    return Status::error("weight has rank " + std::to_string(w.rank()) + ", expected " + std::to_string(x.rank()) +
+                         " like the input");
+  g->group = attrs.getInt("group");
+  if (g->group < 1) return Status::error("group must be positive, got " + std::to_string(g->group));
+  if (x[1] != w[0])
+    return Status::error("input has " + std::to_string(x[1]) + " channels but weight " + w.str() + " has " +
+                         std::to_string(w[0]));
+  if (x[1] % g->group != 0)
+    return Status::error("input channels " + std::to_string(x[1]) + " are not divisible by group " +
+                         std::to_string(g->group));
+  g->inPerGroup = x[1] / g->group;
+  g->outPerGroup = w[1];
+  g->in = spatialDims(x);
+  g->kernel = spatialDims(w);
+  const size_t n = g->in.size();
+  if (attrs.has("kernel_shape") && attrs.getInts("kernel_shape") != g->kernel)
+    return Status::error("kernel_shape " + listStr(attrs.getInts("kernel_shape")) + " does not match the weight's " +
+                         "spatial dims " + listStr(g->kernel));
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "strides", n, 1, 1, &g->strides));
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "dilations", n, 1, 1, &g->dilations));
+  std::vector<int64_t> pads, outputPadding;
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "pads", 2 * n, 0, 0, &pads));
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "output_padding", n, 0, 0, &outputPadding));
+  std::string autoPad;
+  NNC_RETURN_IF_ERROR(readAutoPad(attrs, &autoPad));
+  for (size_t i = 0; i < n; ++i)
+    if (outputPadding[i] >= std::max(g->strides[i], g->dilations[i]))
+      return Status::error("output_padding " + listStr(outputPadding) + " must be smaller than the stride or dilation");
+  std::vector<int64_t> outputShape;
+  if (attrs.has("output_shape")) {
+    outputShape = attrs.getInts("output_shape");
+    // Some exporters give the full N, C, spatial... shape; the spatial part is what counts.
+    if (outputShape.size() == n + 2) outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
+    if (outputShape.size() != n)
+      return Status::error("output_shape has " + std::to_string(attrs.getInts("output_shape").size()) +
+                           " values, expected " + std::to_string(n));
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) outputShape.push_back(g->in[i] * g->strides[i]);
+  }
+  g->padBegin.assign(n, 0);
+  g->out.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t full = g->strides[i] * (g->in[i] - 1) + outputPadding[i] + (g->kernel[i] - 1) * g->dilations[i] + 1;
+    if (!outputShape.empty()) {
+      // Pads derived from the requested size; ONNX: SAME_UPPER puts the smaller half first.
+      const int64_t total = full - outputShape[i];
+      g->padBegin[i] = autoPad == "SAME_UPPER" ? floorDiv(total, 2) : total - floorDiv(total, 2);
+      g->out[i] = outputShape[i];
+    } else {
+      g->padBegin[i] = autoPad == "NOTSET" ? pads[i] : 0;
+      g->out[i] = full - (autoPad == "NOTSET" ? pads[i] + pads[n + i] : 0);
+    }
+    if (g->out[i] < 1)
+      return Status::error("output size " + std::to_string(g->out[i]) + " on spatial axis " + std::to_string(i) +
+                           " is not positive");
+  }
+  if (node.input(2)) {
+    const Shape& b = node.input(2)->shape();
+    if (b != Shape{g->outPerGroup * g->group})
+      return Status::error("bias has shape " + b.str() + ", expected [" + std::to_string(g->outPerGroup * g->group) +
+                           "]");
+  }
+  return Status::ok();
+}
+
+Status inferConvTranspose(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
+  NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+  ConvTransposeGeometry g;
+  if (Status s = convTransposeGeometry(ctx.node(), &g); !s) return ctx.error(s.message());
+  std::vector<int64_t> out = {ctx.inShape(0)[0], g.outPerGroup * g.group};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerConvTranspose(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  ConvTransposeGeometry g;
+  NNC_CHECK(convTransposeGeometry(ctx.node, &g).isOk(), "ConvTranspose lowered without inference");
+  std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+  std::vector<int64_t> extents = {g.inPerGroup};
+  extents.insert(extents.end(), g.kernel.begin(), g.kernel.end());
+  std::vector<ExprId> rv = kb.reductionVars(extents);
+  const ExprId n = out[0], m = out[1];
+  const ExprId groupIndex = kb.binary(ExprOp::FloorDiv, m, kb.i64(g.outPerGroup));
+  const ExprId c = kb.add(kb.mul(groupIndex, kb.i64(g.inPerGroup)), rv[0]);
+  std::vector<ExprId> xi = {n, c};
+  std::vector<ExprId> wi = {c, kb.binary(ExprOp::FloorMod, m, kb.i64(g.outPerGroup))};
+  ExprId valid = kb.boolean(true);
+  for (size_t i = 0; i < g.in.size(); ++i) {
+    const ExprId k = rv[i + 1];
+    const int64_t s = g.strides[i];
+    // t = o + pb - k*d must be a multiple of the stride, and t/s inside the input.
+    ExprId t = kb.sub(kb.add(out[i + 2], kb.i64(g.padBegin[i])), kb.mul(k, kb.i64(g.dilations[i])));
+    valid = kb.logicalAnd(valid, kb.le(kb.i64(0), t));
+    valid = kb.logicalAnd(valid, kb.lt(t, kb.i64(g.in[i] * s)));
+    if (s != 1) valid = kb.logicalAnd(valid, kb.eq(kb.binary(ExprOp::FloorMod, t, kb.i64(s)), kb.i64(0)));
+    xi.push_back(kb.clamp(kb.binary(ExprOp::FloorDiv, t, kb.i64(s)), 0, g.in[i] - 1));
+    wi.push_back(k);
+  }
+  ExprId x = ctx.inputs[0](xi);
+  const ExprId zero = kb.constant(kb.dtypeOf(x), 0);
+  ExprId body = kb.mul(kb.select(valid, x, zero), ctx.inputs[1](wi));
+  ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
+  if (ctx.hasInput(2)) value = kb.add(value, ctx.inputs[2]({m}));
+  return single(out, value);
+}
+
+// ================================================================================================
+// Pools.
+
+enum class PoolKind { Max, Average, Lp };
+
+Status poolWindow(const Node& node, Window* w) {
+  const Shape& x = node.input(0)->shape();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+  const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
+  if (static_cast<int>(kernel.size()) != x.rank() - 2)
+    return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
+                         std::to_string(x.rank() - 2) + " for a " + std::to_string(x.rank()) + "-D input");
+  return computeWindow(node.attrs(), spatialDims(x), kernel, w);
+}
+
+std::function<Status(InferContext&)> inferPool(PoolKind kind) {
+  return [kind](InferContext& ctx) -> Status {
+    const DType t = ctx.inType(0);
+    if (kind == PoolKind::Max ? !(isFloat(t) || t == DType::I8 || t == DType::U8) : !isFloat(t))
+      return ctx.error("input 0 has type " + typeStr(t) + ", expected a float type" +
+                       (kind == PoolKind::Max ? " or i8/u8" : ""));
+    Window w;
+    if (Status s = poolWindow(ctx.node(), &w); !s) return ctx.error(s.message());
+    if (kind == PoolKind::Max) {
+      const int64_t order = ctx.attrs().getInt("storage_order");
+      if (order != 0 && order != 1) return ctx.error("storage_order must be 0 or 1, got " + std::to_string(order));
+    }
+    if (kind == PoolKind::Lp && ctx.attrs().getInt("p") < 1)
+      return ctx.error("p must be positive, got " + std::to_string(ctx.attrs().getInt("p")));
+    std::vector<int64_t> out = {ctx.inShape(0)[0], ctx.inShape(0)[1]};
+    out.insert(out.end(), w.out.begin(), w.out.end());
+    ctx.setOutput(0, t, Shape(out));
+    if (ctx.numOutputs() > 1) ctx.setOutput(1, DType::I64, Shape(out));
+    return Status::ok();
+  };
+}
+
+// The smallest value of expression type `t`: what a padded tap contributes to a max.
+ExprId lowestValue(KernelBuilder& kb, DType t) {
+  if (isFloat(t)) return kb.constant(t, -std::numeric_limits<double>::infinity());
+  if (isUnsignedInt(t)) return kb.constantInt(t, 0);
+  switch (t) {
+    case DType::I8: return kb.constantInt(t, std::numeric_limits<int8_t>::min());
+    case DType::I16: return kb.constantInt(t, std::numeric_limits<int16_t>::min());
+    case DType::I32: return kb.constantInt(t, std::numeric_limits<int32_t>::min());
+    default: return kb.constantInt(t, std::numeric_limits<int64_t>::min());
+  }
+}
+
+// sum |x|^p for an Lp pool's body, and its p-th root.
+ExprId lpTerm(KernelBuilder& kb, ExprId x, int64_t p) {
+  if (p == 1) return kb.unary(ExprOp::Abs, x);
+  if (p == 2) return kb.mul(x, x);
+  return kb.binary(ExprOp::Pow, kb.unary(ExprOp::Abs, x), kb.constant(kb.dtypeOf(x), static_cast<double>(p)));
+}
+ExprId lpRoot(KernelBuilder& kb, ExprId sum, int64_t p) {
+  if (p == 1) return sum;
+  if (p == 2) return kb.unary(ExprOp::Sqrt, sum);
+  return kb.binary(ExprOp::Pow, sum, kb.constant(kb.dtypeOf(sum), 1.0 / static_cast<double>(p)));
+}
+
+std::function<std::vector<AnchorOutput>(LowerContext&)> lowerPool(PoolKind kind) {
+  return [kind](LowerContext& ctx) -> std::vector<AnchorOutput> {
+    KernelBuilder& kb = ctx.kb;
+    Window w;
+    NNC_CHECK(poolWindow(ctx.node, &w).isOk(), "pool lowered without inference");
+    std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+    const ExprId n = out[0], c = out[1];
+    std::vector<ExprId> o(out.begin() + 2, out.end());
+    // The window's body over fresh reduction vars (a second reduction needs its own).
+    auto body = [&](std::vector<ExprId>* vars) {
+      *vars = kb.reductionVars(w.kernel);
+      Taps taps = windowTaps(kb, w, o, *vars);
+      std::vector<ExprId> xi = {n, c};
+      xi.insert(xi.end(), taps.clamped.begin(), taps.clamped.end());
+      ExprId x = ctx.inputs[0](xi);
+      const DType t = kb.dtypeOf(x);
+      if (kind == PoolKind::Max) return kb.select(taps.valid, x, lowestValue(kb, t));
+      if (kind == PoolKind::Lp) x = lpTerm(kb, x, ctx.attrs().getInt("p"));
+      return kb.select(taps.valid, x, kb.constant(t, 0));
+    };
+    std::vector<ExprId> rv;
+    ExprId b = body(&rv);
+    if (kind == PoolKind::Lp) return single(out, lpRoot(kb, kb.reduce(ReduceOp::Sum, rv, b), ctx.attrs().getInt("p")));
+    if (kind == PoolKind::Average) {
+      // count_include_pad=1 divides by the whole kernel, also for a ceil_mode window that runs past
+      // the end padding (the ONNX reference and backend test data; PyTorch clips it there).
+      const bool includePad = ctx.attrs().getInt("count_include_pad") != 0;
+      ExprId count = kb.i64(1);
+      for (int i = 0; i < w.rank(); ++i)
+        count = kb.mul(count, includePad ? kb.i64(w.kernel[i]) : tapCount(kb, w, i, o[i], 0, w.in[i]));
+      ExprId sum = kb.reduce(ReduceOp::Sum, rv, b);
+      return single(out, kb.div(sum, kb.cast(kb.dtypeOf(sum), count)));
+    }
+    std::vector<AnchorOutput> result = single(out, kb.reduce(ReduceOp::Max, rv, b));
+    if (ctx.node.numOutputs() < 2) return result;
+    // Indices: the first maximum's flat position in the input, NCHW order (storage_order 0) or
+    // with the spatial dims column-major (storage_order 1), as ONNX defines it.
+    std::vector<ExprId> rv2;
+    ExprId b2 = body(&rv2);
+    ExprId arg = kb.reduce(ReduceOp::ArgMax, rv2, b2);
+    std::vector<ExprId> k = kb.unflatten(arg, Shape(w.kernel));
+    Taps taps = windowTaps(kb, w, o, k);
+    const bool columnMajor = ctx.attrs().getInt("storage_order") == 1;
+    int64_t spatialSize = 1;
+    for (int64_t d : w.in) spatialSize *= d;
+    ExprId flat = kb.mul(kb.add(kb.mul(n, kb.i64(ctx.inShape(0)[1])), c), kb.i64(spatialSize));
+    int64_t stride = 1;
+    for (int j = 0; j < w.rank(); ++j) {
+      const int i = columnMajor ? j : w.rank() - 1 - j;
+      flat = kb.add(flat, kb.mul(taps.clamped[i], kb.i64(stride)));
+      stride *= w.in[i];
+    }
+    result.push_back(AnchorOutput{out, flat, /*perInner=*/false});
+    return result;
+  };
+}
+
+// Global pools: the window is the whole spatial extent.
+std::function<Status(InferContext&)> inferGlobalPool() {
+  return [](InferContext& ctx) -> Status {
+    NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+    const Shape& x = ctx.inShape(0);
+    if (x.rank() < 3)
+      return ctx.error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+    if (ctx.attrs().has("p") && ctx.attrs().getInt("p") < 1)
+      return ctx.error("p must be positive, got " + std::to_string(ctx.attrs().getInt("p")));
+    std::vector<int64_t> out(x.rank(), 1);
+    out[0] = x[0];
+    out[1] = x[1];
+    ctx.setOutput(0, ctx.inType(0), Shape(out));
+    return Status::ok();
+  };
+}
+
+std::function<std::vector<AnchorOutput>(LowerContext&)> lowerGlobalPool(PoolKind kind) {
+  return [kind](LowerContext& ctx) -> std::vector<AnchorOutput> {
+    KernelBuilder& kb = ctx.kb;
+    const Shape& x = ctx.inShape(0);
+    std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+    std::vector<int64_t> spatial = spatialDims(x);
+    std::vector<ExprId> rv = kb.reductionVars(spatial);
+    std::vector<ExprId> xi = {out[0], out[1]};
+    xi.insert(xi.end(), rv.begin(), rv.end());
+    ExprId v = ctx.inputs[0](xi);
+    if (kind == PoolKind::Max) return single(out, kb.reduce(ReduceOp::Max, rv, v));
+    if (kind == PoolKind::Lp) {
+      const int64_t p = ctx.attrs().getInt("p");
+      return single(out, lpRoot(kb, kb.reduce(ReduceOp::Sum, rv, lpTerm(kb, v, p)), p));
+    }
+    int64_t count = 1;
+    for (int64_t d : spatial) count *= d;
+    ExprId sum = kb.reduce(ReduceOp::Sum, rv, v);
+    return single(out, kb.div(sum, kb.constant(kb.dtypeOf(sum), static_cast<double>(count))));
+  };
+}
+
+// ================================================================================================
+// TopK (opaque: runs runtime/builtin_topk.cpp).
+
+Status inferTopK(InferContext& ctx) {
+  const DType t = ctx.inType(0);
+  if (!isFloat(t) && !isInteger(t))
+    return ctx.error("input 0 has type " + typeStr(t) + ", expected a float or integer type");
+  if (!ctx.attrs().has("k"))
+    return ctx.error("input K must be a compile-time constant (bind it with --bind NAME=FILE.pb)");
+  const Shape& x = ctx.inShape(0);
+  if (x.rank() == 0) return ctx.error("input X is a scalar; TopK needs rank >= 1");
+  NNC_ASSIGN_OR_RETURN(int axis, ops::checkAxis(ctx, ctx.attrs().getInt("axis"), x.rank()));
+  const int64_t k = ctx.attrs().getInt("k");
+  if (k < 0) return ctx.error("k must be non-negative, got " + std::to_string(k));
+  if (k > x[axis])
+    return ctx.error("k = " + std::to_string(k) + " is larger than axis " + std::to_string(axis) + " of size " +
+                     std::to_string(x[axis]));
+  Shape out = x;
+  out[axis] = k;
+  ctx.setOutput(0, t, out);
+  ctx.setOutput(1, DType::I64, out);
+  return Status::ok();
+}
+
+// Params: dtype (ONNX numbering), rank, dims..., axis, k, largest, sorted, number of input slots.
+std::vector<int64_t> encodeTopK(const Node& node) {
+  const Shape& x = node.input(0)->shape();
+  std::vector<int64_t> p = {dtypeToOnnx(node.input(0)->dtype()), x.rank()};
+  p.insert(p.end(), x.dims().begin(), x.dims().end());
+  std::optional<int> axis = normalizeAxis(node.attrs().getInt("axis"), x.rank());
+  NNC_CHECK(axis.has_value(), "TopK encoded without inference");
+  p.push_back(*axis);
+  p.push_back(node.attrs().getInt("k"));
+  p.push_back(node.attrs().getInt("largest") != 0 ? 1 : 0);
+  p.push_back(node.attrs().getInt("sorted") != 0 ? 1 : 0);
+  p.push_back(node.numInputs());
+  return p;
+}
+
+// ================================================================================================
+// Attribute schemas.
+
+std::vector<AttrSpec> windowAttrs() {
+  return {ops::attrString("auto_pad", "NOTSET"), ops::optionalAttr("dilations", AttrKind::Ints),
+          ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)};
+}
+
+std::vector<AttrSpec> poolAttrs(std::vector<AttrSpec> extra) {
+  std::vector<AttrSpec> a = windowAttrs();
+  a.push_back(ops::attrInt("ceil_mode", 0));
+  a.push_back(ops::requiredAttr("kernel_shape", AttrKind::Ints));
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+OpDef anchor(OpKind kind, int minIn, int maxIn, std::vector<AttrSpec> attrs, std::function<Status(InferContext&)> infer,
+             std::function<std::vector<AnchorOutput>(LowerContext&)> lower) {
+  OpDef d;
+  d.kind = kind;
+  d.minInputs = minIn;
+  d.maxInputs = maxIn;
+  d.attrs = std::move(attrs);
+  d.infer = std::move(infer);
+  d.lowerAnchor = std::move(lower);
+  return d;
+}
+
+}  // namespace
+
+void defineNnOps(OpRegistry& r) {
+  r.define(anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul));
+  r.define(anchor(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)}, inferEinsum, lowerEinsum));
+
+  std::vector<AttrSpec> convAttrs = windowAttrs();
+  convAttrs.push_back(ops::attrInt("group", 1));
+  convAttrs.push_back(ops::optionalAttr("kernel_shape", AttrKind::Ints));
+  r.define(anchor(OpKind::Conv, 2, 3, convAttrs, inferConv, lowerConv));
+  convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
+  convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
+  r.define(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose));
+
+  OpDef maxPool = anchor(OpKind::MaxPool, 1, 1, poolAttrs({ops::attrInt("storage_order", 0)}), inferPool(PoolKind::Max),
+                         lowerPool(PoolKind::Max));
+  maxPool.maxOutputs = 2;
+  r.define(maxPool);
+  r.define(anchor(OpKind::AveragePool, 1, 1, poolAttrs({ops::attrInt("count_include_pad", 0)}),
+                  inferPool(PoolKind::Average), lowerPool(PoolKind::Average)));
+  r.define(anchor(OpKind::LpPool, 1, 1, poolAttrs({ops::attrInt("p", 2)}), inferPool(PoolKind::Lp),
+                  lowerPool(PoolKind::Lp)));
+  r.define(anchor(OpKind::GlobalMaxPool, 1, 1, {}, inferGlobalPool(), lowerGlobalPool(PoolKind::Max)));
+  r.define(anchor(OpKind::GlobalAveragePool, 1, 1, {}, inferGlobalPool(), lowerGlobalPool(PoolKind::Average)));
+  r.define(
+      anchor(OpKind::GlobalLpPool, 1, 1, {ops::attrInt("p", 2)}, inferGlobalPool(), lowerGlobalPool(PoolKind::Lp)));
+
+  OpDef topk;
+  topk.kind = OpKind::TopK;
+  topk.minInputs = 1;
+  topk.maxInputs = 2;
+  topk.minOutputs = topk.maxOutputs = 2;
+  topk.attrs = {ops::attrInt("axis", -1), ops::attrInt("largest", 1), ops::attrInt("sorted", 1),
+                ops::optionalAttr("k", AttrKind::Int)};
+  topk.staticInputs = {StaticInput{1, "k", AttrKind::Int}};
+  topk.infer = inferTopK;
+  topk.opaque = OpaqueKernel{"nnc_builtin_topk", encodeTopK};
+  r.define(topk);
+}
+
+}  // namespace nnc

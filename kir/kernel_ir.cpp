@@ -1,0 +1,391 @@
+// KernelBuilder: hash-consed construction of kernel IR with light integer folding, and the dump.
+#include "kir/kernel_ir.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <sstream>
+
+#include "ir/status.h"
+
+namespace nnc::kir {
+
+namespace {
+
+struct ExprOpInfo {
+  const char* name;
+  int arity;
+};
+
+constexpr ExprOpInfo kExprOpInfo[] = {
+#define NNC_EXPR_OP(e, name, arity) {name, arity},
+#include "kir/expr_ops.def"
+#undef NNC_EXPR_OP
+};
+
+bool isComparison(ExprOp op) {
+  return op == ExprOp::Eq || op == ExprOp::Ne || op == ExprOp::Lt || op == ExprOp::Le || op == ExprOp::Gt ||
+         op == ExprOp::Ge;
+}
+
+// Wraps v to the width of integer type t (two's complement), as the targets do.
+int64_t wrapInt(DType t, int64_t v) {
+  switch (t) {
+    case DType::I8: return static_cast<int8_t>(v);
+    case DType::U8: return static_cast<uint8_t>(v);
+    case DType::I16: return static_cast<int16_t>(v);
+    case DType::U16: return static_cast<uint16_t>(v);
+    case DType::I32: return static_cast<int32_t>(v);
+    case DType::U32: return static_cast<uint32_t>(v);
+    case DType::Bool: return v != 0;
+    default: return v;
+  }
+}
+
+int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+}  // namespace
+
+const char* exprOpName(ExprOp op) { return kExprOpInfo[static_cast<int>(op)].name; }
+int exprOpArity(ExprOp op) { return kExprOpInfo[static_cast<int>(op)].arity; }
+
+const char* reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::ArgMax: return "argmax";
+    case ReduceOp::ArgMin: return "argmin";
+  }
+  return "?";
+}
+
+bool ExprNode::operator==(const ExprNode& o) const {
+  return op == o.op && dtype == o.dtype && a == o.a && b == o.b && c == o.c && ival == o.ival &&
+         std::bit_cast<uint64_t>(fval) == std::bit_cast<uint64_t>(o.fval) && slot == o.slot;
+}
+
+size_t KernelBuilder::NodeHash::operator()(const ExprNode& n) const {
+  uint64_t h = static_cast<uint64_t>(n.op) * 0x9E3779B97F4A7C15ull;
+  auto mix = [&h](uint64_t v) { h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
+  mix(static_cast<uint64_t>(n.dtype));
+  mix(static_cast<uint64_t>(n.a));
+  mix(static_cast<uint64_t>(n.b));
+  mix(static_cast<uint64_t>(n.c));
+  mix(static_cast<uint64_t>(n.ival));
+  mix(std::bit_cast<uint64_t>(n.fval));
+  mix(static_cast<uint64_t>(n.slot));
+  return h;
+}
+
+int64_t Loop::size() const {
+  int64_t n = 1;
+  for (int64_t e : extents) n *= e;
+  return n;
+}
+
+KernelBuilder::KernelBuilder(std::string name) { kernel_.name = std::move(name); }
+
+int KernelBuilder::addParam(std::string name, DType storage, int64_t numel, bool isOutput) {
+  kernel_.params.push_back({std::move(name), storage, numel, isOutput});
+  return static_cast<int>(kernel_.params.size()) - 1;
+}
+
+ExprId KernelBuilder::intern(const ExprNode& n) {
+  NNC_CHECK(n.dtype != DType::F16 && n.dtype != DType::BF16, "kernel IR expression typed f16/bf16");
+  auto it = interned_.find(n);
+  if (it != interned_.end()) return it->second;
+  kernel_.exprs.push_back(n);
+  ExprId id = static_cast<ExprId>(kernel_.exprs.size()) - 1;
+  interned_.emplace(n, id);
+  return id;
+}
+
+ExprId KernelBuilder::constant(DType t, double v) {
+  if (isHalfLike(t)) t = DType::F32;
+  ExprNode n{ExprOp::Const, t};
+  if (t == DType::F32) {
+    n.fval = static_cast<double>(static_cast<float>(v));
+  } else if (t == DType::F64) {
+    n.fval = v;
+  } else if (t == DType::Bool) {
+    n.ival = v != 0 ? 1 : 0;
+  } else if (t == DType::U64) {
+    n.ival = static_cast<int64_t>(static_cast<uint64_t>(v));
+  } else {
+    n.ival = wrapInt(t, static_cast<int64_t>(v));
+  }
+  return intern(n);
+}
+
+ExprId KernelBuilder::constantInt(DType t, int64_t v) {
+  if (isFloat(t)) return constant(t, static_cast<double>(v));
+  ExprNode n{ExprOp::Const, t};
+  n.ival = wrapInt(t, v);
+  return intern(n);
+}
+
+ExprId KernelBuilder::load(int slot, ExprId flatIndex) {
+  NNC_CHECK(slot >= 0 && slot < static_cast<int>(kernel_.params.size()), "load from unknown param slot");
+  NNC_CHECK(dtypeOf(flatIndex) == DType::I64, "load index must be i64");
+  DType t = kernel_.params[slot].dtype;
+  ExprNode n{ExprOp::Load, isHalfLike(t) ? DType::F32 : t};
+  n.a = flatIndex;
+  n.slot = slot;
+  return intern(n);
+}
+
+bool KernelBuilder::isConstInt(ExprId e, int64_t* value) const {
+  const ExprNode& n = kernel_.exprs[e];
+  if (n.op != ExprOp::Const || isFloat(n.dtype)) return false;
+  if (value) *value = n.ival;
+  return true;
+}
+
+ExprId KernelBuilder::unary(ExprOp op, ExprId a) {
+  NNC_CHECK(exprOpArity(op) == 1 && op != ExprOp::Load && op != ExprOp::Cast, "unary() given a non-unary op");
+  DType t = dtypeOf(a);
+  if (op == ExprOp::IsNaN || op == ExprOp::IsInf) {
+    NNC_CHECK(isFloat(t), "isnan/isinf need a float operand");
+    t = DType::Bool;
+  }
+  if (op == ExprOp::Not) NNC_CHECK(t == DType::Bool, "not needs a bool operand");
+  int64_t v;
+  if (op == ExprOp::Neg && isConstInt(a, &v) && t != DType::Bool) return constantInt(t, -v);
+  ExprNode n{op, t};
+  n.a = a;
+  return intern(n);
+}
+
+ExprId KernelBuilder::isInf(ExprId a, bool detectPositive, bool detectNegative) {
+  NNC_CHECK(isFloat(dtypeOf(a)), "isinf needs a float operand");
+  ExprNode n{ExprOp::IsInf, DType::Bool};
+  n.a = a;
+  n.ival = (detectPositive ? 1 : 0) | (detectNegative ? 2 : 0);
+  return intern(n);
+}
+
+ExprId KernelBuilder::binary(ExprOp op, ExprId a, ExprId b) {
+  NNC_CHECK(exprOpArity(op) == 2, "binary() given a non-binary op");
+  DType t = dtypeOf(a);
+  NNC_CHECK(t == dtypeOf(b), std::string("operand dtypes differ in ") + exprOpName(op) + ": " +
+                                 std::string(dtypeName(t)) + " vs " + std::string(dtypeName(dtypeOf(b))));
+  DType resultType = isComparison(op) ? DType::Bool : t;
+  int64_t x = 0, y = 0;
+  bool ca = isConstInt(a, &x), cb = isConstInt(b, &y);
+  if (!isFloat(t) && t != DType::Bool && t != DType::U64) {
+    // Integer folding and identities keep index arithmetic small.
+    if (ca && cb) {
+      switch (op) {
+        case ExprOp::Add: return constantInt(t, x + y);
+        case ExprOp::Sub: return constantInt(t, x - y);
+        case ExprOp::Mul: return constantInt(t, x * y);
+        case ExprOp::Div: return constantInt(t, y == 0 ? 0 : x / y);
+        case ExprOp::FloorDiv: return constantInt(t, y == 0 ? 0 : floorDiv(x, y));
+        case ExprOp::Rem: return constantInt(t, y == 0 ? 0 : x % y);
+        case ExprOp::FloorMod: return constantInt(t, y == 0 ? 0 : x - floorDiv(x, y) * y);
+        case ExprOp::Min: return constantInt(t, std::min(x, y));
+        case ExprOp::Max: return constantInt(t, std::max(x, y));
+        case ExprOp::Eq: return boolean(x == y);
+        case ExprOp::Ne: return boolean(x != y);
+        case ExprOp::Lt: return boolean(x < y);
+        case ExprOp::Le: return boolean(x <= y);
+        case ExprOp::Gt: return boolean(x > y);
+        case ExprOp::Ge: return boolean(x >= y);
+        default: break;
+      }
+    }
+    if (op == ExprOp::Add && ca && x == 0) return b;
+    if ((op == ExprOp::Add || op == ExprOp::Sub) && cb && y == 0) return a;
+    if (op == ExprOp::Mul && ((ca && x == 0) || (cb && y == 0))) return constantInt(t, 0);
+    if (op == ExprOp::Mul && ca && x == 1) return b;
+    if ((op == ExprOp::Mul || op == ExprOp::Div || op == ExprOp::FloorDiv) && cb && y == 1) return a;
+    if ((op == ExprOp::FloorMod || op == ExprOp::Rem) && cb && y == 1) return constantInt(t, 0);
+  }
+  if (t == DType::Bool && ca && cb) {
+    if (op == ExprOp::And) return boolean(x && y);
+    if (op == ExprOp::Or) return boolean(x || y);
+  }
+  if (t == DType::Bool && op == ExprOp::And) {
+    if (ca) return x ? b : boolean(false);
+    if (cb) return y ? a : boolean(false);
+  }
+  ExprNode n{op, resultType};
+  n.a = a;
+  n.b = b;
+  return intern(n);
+}
+
+ExprId KernelBuilder::select(ExprId cond, ExprId thenValue, ExprId elseValue) {
+  NNC_CHECK(dtypeOf(cond) == DType::Bool, "select condition must be bool");
+  NNC_CHECK(dtypeOf(thenValue) == dtypeOf(elseValue), "select branches must have one dtype");
+  int64_t c;
+  if (isConstInt(cond, &c)) return c ? thenValue : elseValue;
+  if (thenValue == elseValue) return thenValue;
+  ExprNode n{ExprOp::Select, dtypeOf(thenValue)};
+  n.a = cond;
+  n.b = thenValue;
+  n.c = elseValue;
+  return intern(n);
+}
+
+ExprId KernelBuilder::cast(DType to, ExprId a) {
+  if (isHalfLike(to)) {
+    ExprId f = cast(DType::F32, a);
+    return unary(to == DType::F16 ? ExprOp::RoundToF16 : ExprOp::RoundToBF16, f);
+  }
+  DType from = dtypeOf(a);
+  if (from == to) return a;
+  int64_t v;
+  if (isConstInt(a, &v) && !isFloat(to) && from != DType::U64 && to != DType::Bool) return constantInt(to, v);
+  ExprNode n{ExprOp::Cast, to};
+  n.a = a;
+  return intern(n);
+}
+
+ExprId KernelBuilder::clamp(ExprId x, int64_t lo, int64_t hi) {
+  return binary(ExprOp::Max, binary(ExprOp::Min, x, i64(hi)), i64(lo));
+}
+
+ExprId KernelBuilder::flatIndex(std::span<const ExprId> index, const Shape& shape) {
+  NNC_CHECK(static_cast<int>(index.size()) == shape.rank(), "flatIndex: index rank differs from shape rank");
+  ExprId flat = i64(0);
+  int64_t stride = 1;
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    if (shape[d] != 1) flat = add(flat, mul(index[d], i64(stride)));
+    stride *= shape[d];
+  }
+  return flat;
+}
+
+std::vector<ExprId> KernelBuilder::unflatten(ExprId flat, const Shape& shape) {
+  std::vector<ExprId> index(shape.rank());
+  std::vector<int64_t> strides = shape.strides();
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (shape[d] == 1) {
+      index[d] = i64(0);
+      continue;
+    }
+    ExprId q = binary(ExprOp::FloorDiv, flat, i64(strides[d]));
+    index[d] = d == 0 ? q : binary(ExprOp::FloorMod, q, i64(shape[d]));
+  }
+  return index;
+}
+
+ExprId KernelBuilder::newVar() {
+  ExprNode n{ExprOp::Var, DType::I64};
+  n.ival = nextVar_++;
+  return intern(n);
+}
+
+std::vector<ExprId> KernelBuilder::setOuter(const std::vector<int64_t>& extents) {
+  NNC_CHECK(!outerSet_, "outer loop set twice");
+  outerSet_ = true;
+  kernel_.outer.extents = extents;
+  for (size_t i = 0; i < extents.size(); ++i) kernel_.outer.vars.push_back(newVar());
+  return kernel_.outer.vars;
+}
+
+std::vector<ExprId> KernelBuilder::setInner(const std::vector<int64_t>& extents) {
+  NNC_CHECK(kernel_.inner.vars.empty() && kernel_.inner.extents.empty(), "inner loop set twice");
+  kernel_.inner.extents = extents;
+  for (size_t i = 0; i < extents.size(); ++i) kernel_.inner.vars.push_back(newVar());
+  return kernel_.inner.vars;
+}
+
+std::vector<ExprId> KernelBuilder::reductionVars(const std::vector<int64_t>& extents) {
+  Loop loop;
+  loop.extents = extents;
+  for (size_t i = 0; i < extents.size(); ++i) loop.vars.push_back(newVar());
+  pendingLoops_.push_back(loop);
+  return loop.vars;
+}
+
+ExprId KernelBuilder::reduce(ReduceOp op, const std::vector<ExprId>& vars, ExprId body, bool selectLastIndex) {
+  auto it = std::find_if(pendingLoops_.begin(), pendingLoops_.end(),
+                         [&](const Loop& l) { return l.vars == vars; });
+  NNC_CHECK(it != pendingLoops_.end(), "reduce() over vars not made by reductionVars()");
+  Reduction r;
+  r.op = op;
+  r.dtype = (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) ? DType::I64 : dtypeOf(body);
+  r.loop = *it;
+  r.body = body;
+  r.selectLastIndex = selectLastIndex;
+  pendingLoops_.erase(it);
+  kernel_.reductions.push_back(r);
+  ExprNode n{ExprOp::ReduceValue, r.dtype};
+  n.ival = static_cast<int64_t>(kernel_.reductions.size()) - 1;
+  return intern(n);
+}
+
+void KernelBuilder::addStore(int slot, ExprId flatIndex, ExprId value, bool perInner) {
+  NNC_CHECK(slot >= 0 && slot < static_cast<int>(kernel_.params.size()), "store to unknown param slot");
+  NNC_CHECK(kernel_.params[slot].isOutput, "store to an input param");
+  NNC_CHECK(dtypeOf(flatIndex) == DType::I64, "store index must be i64");
+  kernel_.stores.push_back({slot, flatIndex, value, perInner});
+}
+
+Kernel KernelBuilder::finish() {
+  if (!outerSet_) setOuter({});
+  return std::move(kernel_);
+}
+
+std::string Kernel::str() const {
+  std::ostringstream os;
+  auto loopStr = [&](const Loop& l) {
+    std::string s = "[";
+    for (size_t i = 0; i < l.extents.size(); ++i) {
+      if (i) s += ", ";
+      s += "v" + std::to_string(exprs[l.vars[i]].ival) + "<" + std::to_string(l.extents[i]);
+    }
+    return s + "]";
+  };
+  os << "kernel " << name << "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i) os << ", ";
+    os << (params[i].isOutput ? "out " : "") << "%" << i << ":" << dtypeName(params[i].dtype) << "["
+       << params[i].numel << "]";
+  }
+  os << ") outer " << loopStr(outer) << " {\n";
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const ExprNode& n = exprs[i];
+    os << "  e" << i << ": " << dtypeName(n.dtype) << " = " << exprOpName(n.op);
+    switch (n.op) {
+      case ExprOp::Const:
+        if (isFloat(n.dtype)) {
+          os << " " << n.fval;
+        } else {
+          os << " " << n.ival;
+        }
+        break;
+      case ExprOp::Var: os << " v" << n.ival; break;
+      case ExprOp::Load: os << " %" << n.slot << "[e" << n.a << "]"; break;
+      case ExprOp::ReduceValue: os << " r" << n.ival; break;
+      default:
+        if (n.a >= 0) os << " e" << n.a;
+        if (n.b >= 0) os << ", e" << n.b;
+        if (n.c >= 0) os << ", e" << n.c;
+        if (n.op == ExprOp::IsInf) os << " flags=" << n.ival;
+    }
+    os << "\n";
+  }
+  for (size_t i = 0; i < reductions.size(); ++i) {
+    const Reduction& r = reductions[i];
+    os << "  r" << i << " = " << reduceOpName(r.op) << " over " << loopStr(r.loop) << " of e" << r.body
+       << (r.selectLastIndex ? " (last)" : "") << "\n";
+  }
+  if (!inner.extents.empty()) os << "  inner " << loopStr(inner) << "\n";
+  for (const Store& s : stores) {
+    os << "  store" << (s.perInner ? ".inner" : "") << " %" << s.slot << "[e" << s.index << "] = e" << s.value
+       << "\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace nnc::kir

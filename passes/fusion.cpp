@@ -1,0 +1,235 @@
+// Fusion policy. Greedy, one forward walk over the nodes in topological order with union-find
+// groups (the anchors of this design: XLA's producer/consumer fusion, TVM's op patterns):
+//   1. Epilogue: an elementwise node joins the group of the anchor (reduction, contraction, window)
+//      that computes one of its inputs, when that input has no other user, is not a graph output,
+//      has the node's output shape (so it is read at the anchor's own index), and the group has
+//      exactly one live result (so no cycle through another group can appear).
+//   2. Prologue: a producer group without an anchor is inlined into its single consumer when the
+//      consumer's group can take it: pointwise and data-movement consumers take anything; anchors
+//      that read each input element a bounded number of times (reductions, softmax, norms) take
+//      elementwise and data-movement producers; anchors that re-read inputs many times (MatMul,
+//      Conv, pools, ...) take only pure data movement, so no arithmetic is recomputed per MAC.
+// A producer with several users is materialised once (no duplication yet).
+#include "passes/fusion.h"
+
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "ir/op_registry.h"
+#include "ir/printer.h"
+
+namespace nnc::passes {
+
+namespace {
+
+// Anchors that read each input element many times: only free index arithmetic is inlined.
+bool rereadsInputs(OpKind op) {
+  switch (op) {
+    case OpKind::MatMul:
+    case OpKind::Einsum:
+    case OpKind::Conv:
+    case OpKind::ConvTranspose:
+    case OpKind::MaxPool:
+    case OpKind::AveragePool:
+    case OpKind::LpPool:
+    case OpKind::LRN:
+    case OpKind::CumSum:
+    case OpKind::ScatterElements:
+    case OpKind::ScatterND:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class Partitioner {
+ public:
+  Partitioner(const Graph& graph, const FusionOptions& options) : graph_(graph), options_(options) {
+    nodes_ = graph.nodes();
+    for (size_t i = 0; i < nodes_.size(); ++i) index_[nodes_[i]] = static_cast<int>(i);
+    parent_.resize(nodes_.size());
+    std::iota(parent_.begin(), parent_.end(), 0);
+    anchorOf_.assign(nodes_.size(), -1);
+    onlyDataMovement_.assign(nodes_.size(), true);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      FusionClass fc = opFusionClass(nodes_[i]->op());
+      if (fc == FusionClass::Reduction) anchorOf_[i] = static_cast<int>(i);
+      onlyDataMovement_[i] = fc == FusionClass::Injective;
+    }
+  }
+
+  std::vector<KernelGroup> run() {
+    if (options_.enabled) {
+      for (Node* n : nodes_) {
+        tryEpilogue(n);
+        tryPrologues(n);
+      }
+    }
+    std::map<int, KernelGroup> byRoot;
+    for (Node* n : nodes_) byRoot[find(index_[n])].nodes.push_back(n);
+    std::vector<KernelGroup> groups;
+    for (auto& [root, g] : byRoot) groups.push_back(std::move(g));
+    // Execution order: by each group's last node, which is after all of its inputs' producers.
+    std::sort(groups.begin(), groups.end(), [&](const KernelGroup& a, const KernelGroup& b) {
+      return index_.at(a.nodes.back()) < index_.at(b.nodes.back());
+    });
+    for (KernelGroup& g : groups) computeGroupBoundary(g);
+    return groups;
+  }
+
+ private:
+  int find(int i) { return parent_[i] == i ? i : parent_[i] = find(parent_[i]); }
+  void merge(int into, int from) {
+    into = find(into);
+    from = find(from);
+    if (into == from) return;
+    parent_[from] = into;
+    if (anchorOf_[into] < 0) anchorOf_[into] = anchorOf_[from];
+    onlyDataMovement_[into] = onlyDataMovement_[into] && onlyDataMovement_[from];
+  }
+  int groupOf(const Node* n) { return find(index_.at(n)); }
+
+  void reject(const Node* n, const std::string& why) {
+    if (options_.debugLog) *options_.debugLog << "fusion: " << n->name() << ": " << why << "\n";
+  }
+
+  // Values of group g used outside it or returned.
+  int liveResults(int g) {
+    int count = 0;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (find(static_cast<int>(i)) != g) continue;
+      for (const Value* v : nodes_[i]->outputs()) {
+        bool outside = v->isGraphOutput();
+        for (const Use& u : v->users()) outside |= groupOf(u.node) != g;
+        count += outside;
+      }
+    }
+    return count;
+  }
+
+  FusionDecision canBeEpilogue(const Node* n, const Value* in) {
+    if (opFusionClass(n->op()) != FusionClass::Elementwise) return FusionDecision::no("not elementwise");
+    if (n->numOutputs() != 1) return FusionDecision::no("several outputs");
+    const Node* p = in->producer();
+    if (!p) return FusionDecision::no("input is not computed");
+    const int g = groupOf(p);
+    if (anchorOf_[g] < 0) return FusionDecision::no("producer group has no anchor");
+    if (in->users().size() != 1 || in->isGraphOutput())
+      return FusionDecision::no("'" + in->name() + "' has other users");
+    if (in->shape() != n->output(0)->shape()) return FusionDecision::no("broadcasts the anchor's result");
+    if (liveResults(g) != 1) return FusionDecision::no("anchor group has several results");
+    return FusionDecision::yes();
+  }
+
+  void tryEpilogue(Node* n) {
+    for (Value* in : n->inputs()) {
+      if (!in || !in->producer()) continue;
+      FusionDecision d = canBeEpilogue(n, in);
+      if (!d.ok) {
+        if (in->producer() && anchorOf_[groupOf(in->producer())] >= 0) reject(n, "no epilogue fusion: " + d.reason);
+        continue;
+      }
+      merge(groupOf(in->producer()), groupOf(n));
+      return;
+    }
+  }
+
+  FusionDecision canInline(const Node* consumer, const Value* in) {
+    const Node* p = in->producer();
+    if (!p) return FusionDecision::no("not computed");
+    if (opFusionClass(p->op()) == FusionClass::Opaque || opFusionClass(consumer->op()) == FusionClass::Opaque)
+      return FusionDecision::no("opaque op");
+    const int pg = groupOf(p), cg = groupOf(consumer);
+    if (pg == cg) return FusionDecision::no("already fused");
+    if (anchorOf_[pg] >= 0) return FusionDecision::no("producer group has an anchor");
+    if (in->users().size() != 1 || in->isGraphOutput())
+      return FusionDecision::no("'" + in->name() + "' has several users (not duplicated)");
+    if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
+    const int anchor = anchorOf_[cg];
+    if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])
+      return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
+    return FusionDecision::yes();
+  }
+
+  void tryPrologues(Node* n) {
+    for (Value* in : n->inputs()) {
+      if (!in || !in->producer()) continue;
+      FusionDecision d = canInline(n, in);
+      if (!d.ok) {
+        reject(n, "not inlining " + in->name() + ": " + d.reason);
+        continue;
+      }
+      merge(groupOf(n), groupOf(in->producer()));
+    }
+  }
+
+  const Graph& graph_;
+  const FusionOptions& options_;
+  std::vector<Node*> nodes_;
+  std::map<const Node*, int> index_;
+  std::vector<int> parent_;
+  std::vector<int> anchorOf_;            // per root: the anchor node index, or -1
+  std::vector<bool> onlyDataMovement_;   // per root: the group is injective ops only
+};
+
+}  // namespace
+
+std::vector<KernelGroup> partitionIntoKernels(const Graph& graph, const FusionOptions& options) {
+  return Partitioner(graph, options).run();
+}
+
+std::string printFusedGraph(const Graph& graph, const std::vector<KernelGroup>& groups) {
+  std::ostringstream os;
+  os << "// " << groups.size() << " kernels for " << graph.numNodes() << " nodes\n";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const KernelGroup& g = groups[i];
+    os << "kernel " << i << " (";
+    for (size_t j = 0; j < g.nodes.size(); ++j) os << (j ? ", " : "") << opName(g.nodes[j]->op());
+    os << ")\n";
+    for (const Node* n : g.nodes) os << "  " << printNode(*n) << "\n";
+  }
+  return os.str();
+}
+
+std::string fusedGraphToDot(const Graph& graph, const std::vector<KernelGroup>& groups) {
+  std::ostringstream os;
+  std::map<const Value*, std::string> valueIds;
+  auto id = [&](const Value* v) {
+    auto it = valueIds.find(v);
+    if (it != valueIds.end()) return it->second;
+    return valueIds[v] = "v" + std::to_string(valueIds.size());
+  };
+  os << "digraph nnc {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n";
+  for (const Value* v : graph.inputs()) os << "  " << id(v) << " [shape=oval, label=\"" << v->name() << "\"];\n";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const KernelGroup& g = groups[i];
+    const bool cluster = g.nodes.size() > 1;
+    if (cluster) os << "  subgraph cluster_" << i << " {\n    label=\"kernel " << i << "\"; style=rounded;\n";
+    for (const Node* n : g.nodes) {
+      os << "    n" << n << " [shape=box, label=\"" << n->name() << "\\n" << opName(n->op()) << "\"];\n";
+    }
+    if (cluster) os << "  }\n";
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    for (const Node* n : groups[i].nodes) {
+      for (const Value* in : n->inputs()) {
+        if (!in) continue;
+        if (in->producer()) {
+          os << "  n" << in->producer() << " -> n" << n << ";\n";
+        } else if (!in->isConstant()) {
+          os << "  " << id(in) << " -> n" << n << ";\n";
+        }
+      }
+    }
+  }
+  for (const Value* v : graph.outputs()) {
+    os << "  out_" << id(v) << " [shape=oval, label=\"" << v->name() << "\"];\n";
+    if (v->producer()) os << "  n" << v->producer() << " -> out_" << id(v) << ";\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace nnc::passes

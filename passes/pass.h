@@ -1,0 +1,24 @@
+// The pass interface: a pass is a function Graph& -> Expected<bool> ("did it change anything"),
+// registered once in passes/pipeline.cpp. Each pass lives in its own file with its algorithm note.
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/status.h"
+
+namespace nnc::passes {
+
+using PassFn = Expected<bool> (*)(Graph& graph);
+
+// Removes nodes none of whose outputs is used or a graph output.
+Expected<bool> eliminateDeadCode(Graph& graph);
+// Merges nodes with the same op, inputs and attributes (and equal small constants).
+Expected<bool> eliminateCommonSubexpressions(Graph& graph);
+// Evaluates nodes whose inputs are all constants (reference evaluator), up to a size limit.
+Expected<bool> foldConstants(Graph& graph);
+// Local algebraic clean-ups: identities, casts to the same type, reshape/transpose chains.
+Expected<bool> simplify(Graph& graph);
+// Gives every graph output its own computed value (an Identity copy for outputs that are graph
+// inputs, constants, or listed twice), so the runtime can write each output buffer once.
+Expected<bool> materializeOutputs(Graph& graph);
+
+}  // namespace nnc::passes

@@ -1,0 +1,78 @@
+// The pipeline table: every graph pass, in order, with the -O levels it runs at. Fusion and memory
+// planning are not graph rewrites; they run after this table (passes/fusion.h, passes/memory_plan.h).
+#include "passes/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+
+namespace nnc::passes {
+
+namespace {
+
+struct PipelineEntry {
+  const char* name;
+  PassFn run;
+  int minOptLevel;
+  bool toFixpoint;  // repeat while it reports a change (bounded)
+  const char* description;
+};
+
+// clang-format off
+constexpr PipelineEntry kPipeline[] = {
+  // Clean-ups first, so folding and CSE see canonical forms.
+  {"simplify",           simplify,                      1, true,  "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
+  {"fold-constants",     foldConstants,                 1, false, "evaluate nodes whose inputs are constants (reference evaluator)"},
+  {"cse",                eliminateCommonSubexpressions, 1, false, "merge identical nodes"},
+  {"dce",                eliminateDeadCode,             0, false, "remove nodes whose results are unused"},
+  // Last: the runtime's contract for outputs (every -O level).
+  {"materialize-outputs", materializeOutputs,           0, false, "copy outputs that alias inputs, constants or other outputs"},
+};
+// clang-format on
+
+constexpr int kMaxFixpointRounds = 8;
+
+bool disabled(const PipelineOptions& o, const char* name) {
+  for (const std::string& d : o.disabledPasses)
+    if (d == name) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> listPasses() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const PipelineEntry& e : kPipeline) out.emplace_back(e.name, e.description);
+  return out;
+}
+
+Status runPipeline(Graph& graph, const PipelineOptions& options) {
+  if (options.verifyEachPass) NNC_RETURN_IF_ERROR(verifyGraph(graph).withContext("before the pipeline: "));
+  for (const PipelineEntry& e : kPipeline) {
+    if (options.optLevel < e.minOptLevel || disabled(options, e.name)) continue;
+    const auto start = std::chrono::steady_clock::now();
+    bool changedAtAll = false;
+    for (int round = 0; round < (e.toFixpoint ? kMaxFixpointRounds : 1); ++round) {
+      Expected<bool> changed = e.run(graph);
+      if (!changed) return changed.status();
+      changedAtAll |= *changed;
+      if (!*changed) break;
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (options.timePasses && options.log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-20s %9.3f ms%s\n", e.name, ms, changedAtAll ? "  (changed)" : "");
+      *options.log << line;
+    }
+    if (options.verifyEachPass)
+      NNC_RETURN_IF_ERROR(verifyGraph(graph).withContext(std::string("after pass '") + e.name + "': "));
+    if (options.printAfterAll && changedAtAll && options.log)
+      *options.log << "// after " << e.name << "\n" << printGraph(graph);
+  }
+  return Status::ok();
+}
+
+}  // namespace nnc::passes

@@ -1,0 +1,73 @@
+// Local simplifications, each a pattern on one node:
+//   Identity(x)                      -> x
+//   Cast(x) to x's own dtype         -> x
+//   Reshape(x) to x's own shape      -> x
+//   Reshape(Reshape(x))              -> Reshape(x)
+//   Transpose(Transpose(x, p), q)    -> Transpose(x, p∘q), or x when the composition is the identity
+// A node whose output is a graph output is rewritten only when its replacement is not a graph input
+// or constant (materializeOutputs would otherwise have to add the copy back).
+#include "ir/builder.h"
+#include "passes/pass.h"
+
+namespace nnc::passes {
+
+namespace {
+
+bool isIdentityPermutation(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+// The value `n` can be replaced by, or nullptr.
+Value* replacementFor(Node* n) {
+  Value* x = n->input(0);
+  if (!x || n->numOutputs() != 1) return nullptr;
+  Value* y = n->output(0);
+  switch (n->op()) {
+    case OpKind::Identity: return x;
+    case OpKind::Cast: return x->dtype() == y->dtype() ? x : nullptr;
+    case OpKind::Reshape: return x->shape() == y->shape() ? x : nullptr;
+    case OpKind::Transpose: return isIdentityPermutation(n->attrs().getInts("perm")) ? x : nullptr;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+Expected<bool> simplify(Graph& graph) {
+  bool changed = false;
+  for (Node* n : graph.nodes()) {
+    Value* y = n->numOutputs() == 1 ? n->output(0) : nullptr;
+    if (!y) continue;
+    if (Value* x = replacementFor(n)) {
+      if (y->isGraphOutput() && (x->isGraphInput() || x->isConstant() || x->isGraphOutput())) continue;
+      graph.replaceAllUsesWith(y, x);
+      changed = true;
+      continue;
+    }
+    Node* producer = n->input(0) ? n->input(0)->producer() : nullptr;
+    if (!producer || producer->op() != n->op()) continue;
+    if (n->op() == OpKind::Reshape) {
+      // Reshape(Reshape(x), s) == Reshape(x, s): shapes here are static and fully resolved.
+      Attributes attrs;
+      attrs.set("shape", y->shape().dims());
+      graph.setNodeInput(n, 0, producer->input(0));
+      n->attrs() = attrs;
+      NNC_RETURN_IF_ERROR(inferNode(*n));
+      changed = true;
+    } else if (n->op() == OpKind::Transpose) {
+      const std::vector<int64_t>& inner = producer->attrs().getInts("perm");
+      const std::vector<int64_t>& outer = n->attrs().getInts("perm");
+      std::vector<int64_t> composed(outer.size());
+      for (size_t i = 0; i < outer.size(); ++i) composed[i] = inner[outer[i]];
+      graph.setNodeInput(n, 0, producer->input(0));
+      n->attrs().set("perm", composed);
+      NNC_RETURN_IF_ERROR(inferNode(*n));
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace nnc::passes

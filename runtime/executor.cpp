@@ -1,0 +1,196 @@
+// The CPU executor: binds plan steps to functions, owns the arena, checks caller tensors and runs
+// the steps in order (kernels split over the thread pool, builtins called directly).
+#include "runtime/executor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <unordered_map>
+
+#include "runtime/builtins.h"
+
+namespace nnc::rt {
+namespace {
+
+constexpr size_t kArenaAlignment = 64;
+// A parallel chunk should be about this many elements of work: enough to amortise handing it out,
+// small enough to balance the load.
+constexpr int64_t kChunkWork = 16 * 1024;
+
+bool fail(std::string* error, std::string message) {
+  if (error) *error = std::move(message);
+  return false;
+}
+
+nnc_status failStatus(std::string* error, nnc_status status, std::string message) {
+  if (error) *error = std::move(message);
+  return status;
+}
+
+// Checks one caller tensor against its description.
+nnc_status checkTensor(const nnc_tensor& t, const TensorDesc& d, const char* what, size_t index,
+                       std::string* error) {
+  std::string prefix = std::string(what) + " " + std::to_string(index) + " ('" + d.name + "'): ";
+  std::string expectedShape = formatShape(d.shape.data(), d.shape.size());
+  if (!t.data && d.byteSize != 0) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, prefix + "data is null");
+  if (t.dtype != d.dtype)
+    return failStatus(error, NNC_ERROR_DTYPE_MISMATCH,
+                      prefix + "expected dtype " + elementTypeName(d.dtype) + ", got " + elementTypeName(t.dtype));
+  if (t.rank < 0 || t.rank > NNC_MAX_RANK)
+    return failStatus(error, NNC_ERROR_SHAPE_MISMATCH,
+                      prefix + "expected shape " + expectedShape + ", got rank " + std::to_string(t.rank));
+  if (t.rank > 0 && !t.shape) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, prefix + "shape is null");
+  bool same = static_cast<size_t>(t.rank) == d.shape.size();
+  for (size_t i = 0; same && i < d.shape.size(); ++i) same = t.shape[i] == d.shape[i];
+  if (!same)
+    return failStatus(error, NNC_ERROR_SHAPE_MISMATCH,
+                      prefix + "expected shape " + expectedShape + ", got " +
+                          formatShape(t.shape, static_cast<size_t>(t.rank)));
+  if (t.size_bytes < d.byteSize)
+    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
+                      prefix + "size_bytes is " + std::to_string(t.size_bytes) + ", expected at least " +
+                          std::to_string(d.byteSize));
+  return NNC_OK;
+}
+
+}  // namespace
+
+void Executor::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
+
+std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, const SymbolTable& symbols,
+                                           int numThreads, std::string* error) {
+  std::string message;
+  if (!validatePlan(plan, &message)) {
+    fail(error, "invalid plan: " + message);
+    return nullptr;
+  }
+  if (plan.weightsSize > 0 && !weights) {
+    fail(error, "the plan needs " + std::to_string(plan.weightsSize) + " bytes of weights, but none were given");
+    return nullptr;
+  }
+
+  std::unique_ptr<Executor> ex(new (std::nothrow) Executor());
+  if (!ex) {
+    fail(error, "out of memory creating the executor");
+    return nullptr;
+  }
+
+  std::unordered_map<std::string_view, KernelFn> kernels;
+  for (const auto& [name, fn] : symbols.kernels) kernels.emplace(name, fn);
+
+  size_t numSteps = plan.steps.size();
+  ex->kernelFns_.assign(numSteps, nullptr);
+  ex->builtinFns_.assign(numSteps, nullptr);
+  ex->minChunk_.assign(numSteps, 1);
+  for (size_t i = 0; i < numSteps; ++i) {
+    const Step& s = plan.steps[i];
+    std::string prefix = "step " + std::to_string(i) + " (" + s.origin + "): ";
+    if (s.kind == StepKind::Kernel) {
+      auto it = kernels.find(s.name);
+      if (it == kernels.end() || !it->second) {
+        fail(error, prefix + "kernel symbol '" + s.name + "' not found");
+        return nullptr;
+      }
+      ex->kernelFns_[i] = it->second;
+      int64_t work = std::max<int64_t>(s.workPerPoint, 1);
+      ex->minChunk_[i] = std::max<int64_t>(1, (kChunkWork + work - 1) / work);
+    } else {
+      BuiltinFn fn = findBuiltin(s.name);
+      if (!fn) {
+        fail(error, prefix + "builtin symbol '" + s.name + "' not found");
+        return nullptr;
+      }
+      ex->builtinFns_[i] = fn;
+    }
+  }
+
+  // Always allocate at least one aligned block so every arena pointer is non-null.
+  size_t arenaBytes = static_cast<size_t>(plan.arenaSize);
+  size_t rounded = (arenaBytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  if (rounded == 0) rounded = kArenaAlignment;
+  void* mem = std::aligned_alloc(kArenaAlignment, rounded);
+  if (!mem) {
+    fail(error, "out of memory allocating the " + std::to_string(plan.arenaSize) + "-byte arena");
+    return nullptr;
+  }
+  ex->arenaStorage_.reset(static_cast<uint8_t*>(mem));
+  ex->arena_ = ex->arenaStorage_.get();
+
+  ex->stepArgs_.resize(numSteps);
+  for (size_t i = 0; i < numSteps; ++i) {
+    const Step& s = plan.steps[i];
+    std::vector<void*>& args = ex->stepArgs_[i];
+    args.assign(s.args.size(), nullptr);
+    for (size_t slot = 0; slot < s.args.size(); ++slot) {
+      const BufferRef& b = plan.buffers[static_cast<size_t>(s.args[slot])];
+      switch (b.kind) {
+        case BufferKind::Arena:
+          args[slot] = ex->arena_ + b.offset;
+          break;
+        case BufferKind::Weight:
+          // Kernels never write weights; the const is dropped only to fit the uniform signature.
+          args[slot] = weights ? const_cast<uint8_t*>(weights) + b.offset : nullptr;
+          break;
+        case BufferKind::Input:
+        case BufferKind::Output:
+          ex->ioSlots_.push_back({i, slot, b.kind == BufferKind::Output, static_cast<size_t>(b.offset)});
+          break;
+      }
+    }
+  }
+
+  ex->pool_.reset(new (std::nothrow) ThreadPool(numThreads));
+  if (!ex->pool_) {
+    fail(error, "out of memory creating the thread pool");
+    return nullptr;
+  }
+  ex->weights_ = weights;
+  ex->plan_ = std::move(plan);
+  return ex;
+}
+
+nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
+                         std::string* error, std::vector<double>* stepSeconds) {
+  std::lock_guard<std::mutex> lock(runMutex_);
+  if (numInputs != plan_.inputs.size())
+    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
+                      "expected " + std::to_string(plan_.inputs.size()) + " inputs, got " + std::to_string(numInputs));
+  if (numOutputs != plan_.outputs.size())
+    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
+                      "expected " + std::to_string(plan_.outputs.size()) + " outputs, got " +
+                          std::to_string(numOutputs));
+  if (numInputs > 0 && !inputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "inputs is null");
+  if (numOutputs > 0 && !outputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "outputs is null");
+  for (size_t i = 0; i < numInputs; ++i) {
+    nnc_status st = checkTensor(inputs[i], plan_.inputs[i], "input", i, error);
+    if (st != NNC_OK) return st;
+  }
+  for (size_t i = 0; i < numOutputs; ++i) {
+    nnc_status st = checkTensor(outputs[i], plan_.outputs[i], "output", i, error);
+    if (st != NNC_OK) return st;
+  }
+
+  for (const IoSlot& io : ioSlots_)
+    stepArgs_[io.step][io.slot] = io.isOutput ? outputs[io.index].data : inputs[io.index].data;
+
+  if (stepSeconds) stepSeconds->assign(plan_.steps.size(), 0.0);
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const Step& s = plan_.steps[i];
+    void* const* ptrs = stepArgs_[i].data();
+    auto start = std::chrono::steady_clock::now();
+    if (KernelFn fn = kernelFns_[i]) {
+      pool_->parallelFor(s.outerSize, minChunk_[i], [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); });
+    } else {
+      int rc = builtinFns_[i](s.params.data(), ptrs);
+      if (rc != 0)
+        return failStatus(error, NNC_ERROR_RUNTIME,
+                          "step " + std::to_string(i) + " (" + s.origin + "): builtin '" + s.name +
+                              "' failed with code " + std::to_string(rc));
+    }
+    if (stepSeconds)
+      (*stepSeconds)[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return NNC_OK;
+}
+
+}  // namespace nnc::rt

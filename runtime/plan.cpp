@@ -1,0 +1,391 @@
+// Plan serialization: a versioned little-endian binary format, and the validation every plan passes
+// before an executor runs it (the bytes may come from a corrupt or hostile model.so).
+//
+// Layout (all integers little-endian):
+//   "NNCP" u32 version u64 arenaSize u64 weightsSize
+//   u32 numInputs  TensorDesc*   u32 numOutputs TensorDesc*
+//   u32 numBuffers (u8 kind u64 offset u64 size)*
+//   u32 numSteps   Step*
+// TensorDesc: str name, i32 dtype, u32 rank, i64 dims[rank], u64 byteSize
+// Step:       u8 kind, str name, u32 numArgs i32 args[], i64 outerSize, i64 workPerPoint,
+//             u32 numParams i64 params[], str origin
+// str:        u32 length, bytes
+// The encoding is canonical: an accepted byte string re-serializes to itself.
+#include "runtime/plan.h"
+
+#include <cstring>
+
+namespace nnc::rt {
+namespace {
+
+constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
+constexpr uint32_t kVersion = 1;
+
+// Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
+constexpr uint32_t kMaxStringLength = 1u << 16;
+constexpr uint32_t kMaxTensors = 1u << 16;
+constexpr uint32_t kMaxBuffers = 1u << 24;
+constexpr uint32_t kMaxSteps = 1u << 24;
+constexpr uint32_t kMaxArgs = 1u << 16;
+constexpr uint32_t kMaxParams = 1u << 20;
+constexpr uint32_t kMaxRank = 8;  // NNC_MAX_RANK
+constexpr uint64_t kMaxBytes = uint64_t(1) << 48;
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u32(uint32_t v) { le(v, 4); }
+  void i32(int32_t v) { le(static_cast<uint32_t>(v), 4); }
+  void u64(uint64_t v) { le(v, 8); }
+  void i64(int64_t v) { le(static_cast<uint64_t>(v), 8); }
+  void str(const std::string& s) {
+    u32(static_cast<uint32_t>(s.size()));
+    out_.insert(out_.end(), s.begin(), s.end());
+  }
+  void bytes(const char* p, size_t n) { out_.insert(out_.end(), p, p + n); }
+  std::vector<uint8_t> take() { return std::move(out_); }
+
+ private:
+  void le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t> out_;
+};
+
+// Reads from [data, data + size); every read checks the remaining length first. After the first
+// failure all reads fail, so callers check ok() once per record.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : p_(data), left_(size) {}
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  size_t left() const { return left_; }
+  void fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+
+  bool raw(void* dst, size_t n, const char* what) {
+    if (!ok()) return false;
+    if (n > left_) {
+      fail(std::string("truncated plan: ") + what + " runs past the end");
+      return false;
+    }
+    if (n) std::memcpy(dst, p_, n);
+    p_ += n;
+    left_ -= n;
+    return true;
+  }
+  uint8_t u8(const char* what) {
+    uint8_t v = 0;
+    raw(&v, 1, what);
+    return v;
+  }
+  uint32_t u32(const char* what) { return static_cast<uint32_t>(le(4, what)); }
+  int32_t i32(const char* what) { return static_cast<int32_t>(static_cast<uint32_t>(le(4, what))); }
+  uint64_t u64(const char* what) { return le(8, what); }
+  int64_t i64(const char* what) { return static_cast<int64_t>(le(8, what)); }
+  std::string str(const char* what) {
+    uint32_t n = u32(what);
+    if (!ok()) return {};
+    if (n > kMaxStringLength) {
+      fail(std::string(what) + " length " + std::to_string(n) + " exceeds the limit");
+      return {};
+    }
+    if (n > left_) {
+      fail(std::string("truncated plan: ") + what + " runs past the end");
+      return {};
+    }
+    std::string s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    left_ -= n;
+    return s;
+  }
+  // A count of records each at least minRecordBytes long: checked against the cap and against the
+  // bytes left, so that a corrupt count cannot make us reserve gigabytes.
+  uint32_t count(const char* what, uint32_t cap, size_t minRecordBytes) {
+    uint32_t n = u32(what);
+    if (!ok()) return 0;
+    if (n > cap) {
+      fail(std::string(what) + " " + std::to_string(n) + " exceeds the limit of " + std::to_string(cap));
+      return 0;
+    }
+    if (uint64_t(n) * minRecordBytes > left_) {
+      fail(std::string("truncated plan: ") + what + " " + std::to_string(n) + " does not fit in the data");
+      return 0;
+    }
+    return n;
+  }
+
+ private:
+  uint64_t le(int n, const char* what) {
+    uint8_t b[8] = {};
+    if (!raw(b, static_cast<size_t>(n), what)) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t(b[i]) << (8 * i);
+    return v;
+  }
+  const uint8_t* p_;
+  size_t left_;
+  std::string error_;
+};
+
+void writeDesc(Writer& w, const TensorDesc& d) {
+  w.str(d.name);
+  w.i32(d.dtype);
+  w.u32(static_cast<uint32_t>(d.shape.size()));
+  for (int64_t dim : d.shape) w.i64(dim);
+  w.u64(d.byteSize);
+}
+
+// Minimal encoded sizes, for Reader::count.
+constexpr size_t kMinDescBytes = 4 + 4 + 4 + 8;
+constexpr size_t kMinBufferBytes = 1 + 8 + 8;
+constexpr size_t kMinStepBytes = 1 + 4 + 4 + 8 + 8 + 4 + 4;
+
+bool readDesc(Reader& r, TensorDesc* d) {
+  d->name = r.str("tensor name");
+  d->dtype = r.i32("tensor dtype");
+  uint32_t rank = r.u32("tensor rank");
+  if (!r.ok()) return false;
+  if (rank > kMaxRank) {
+    r.fail("tensor '" + d->name + "': rank " + std::to_string(rank) + " exceeds " + std::to_string(kMaxRank));
+    return false;
+  }
+  d->shape.resize(rank);
+  for (uint32_t i = 0; i < rank; ++i) d->shape[i] = r.i64("tensor dim");
+  d->byteSize = r.u64("tensor byte size");
+  return r.ok();
+}
+
+bool readStep(Reader& r, Step* s) {
+  uint8_t kind = r.u8("step kind");
+  if (!r.ok()) return false;
+  if (kind > static_cast<uint8_t>(StepKind::Builtin)) {
+    r.fail("unknown step kind " + std::to_string(kind));
+    return false;
+  }
+  s->kind = static_cast<StepKind>(kind);
+  s->name = r.str("step name");
+  uint32_t numArgs = r.count("step argument count", kMaxArgs, 4);
+  s->args.resize(numArgs);
+  for (uint32_t i = 0; i < numArgs; ++i) s->args[i] = r.i32("step argument");
+  s->outerSize = r.i64("step outer size");
+  s->workPerPoint = r.i64("step work per point");
+  uint32_t numParams = r.count("step parameter count", kMaxParams, 8);
+  s->params.resize(numParams);
+  for (uint32_t i = 0; i < numParams; ++i) s->params[i] = r.i64("step parameter");
+  s->origin = r.str("step origin");
+  return r.ok();
+}
+
+bool fail(std::string* error, std::string message) {
+  if (error) *error = std::move(message);
+  return false;
+}
+
+// Checks a shape and computes its byte size; false on a negative dim or overflow.
+bool shapeBytes(const TensorDesc& d, uint64_t* bytes) {
+  uint64_t n = elementSize(d.dtype);
+  for (int64_t dim : d.shape) {
+    if (dim < 0) return false;
+    if (dim != 0 && n > kMaxBytes / static_cast<uint64_t>(dim)) return false;
+    n *= static_cast<uint64_t>(dim);
+  }
+  *bytes = n;
+  return true;
+}
+
+bool validateDescs(const std::vector<TensorDesc>& descs, const char* what, std::string* error) {
+  if (descs.size() > kMaxTensors) return fail(error, std::string("too many ") + what + "s");
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const TensorDesc& d = descs[i];
+    std::string prefix = std::string(what) + " " + std::to_string(i) + " ('" + d.name + "'): ";
+    if (elementSize(d.dtype) == 0) return fail(error, prefix + "unknown dtype " + std::to_string(d.dtype));
+    if (d.shape.size() > kMaxRank) return fail(error, prefix + "rank " + std::to_string(d.shape.size()) + " exceeds 8");
+    uint64_t bytes = 0;
+    if (!shapeBytes(d, &bytes)) return fail(error, prefix + "invalid shape " + formatShape(d.shape.data(), d.shape.size()));
+    if (bytes != d.byteSize)
+      return fail(error, prefix + "byte size " + std::to_string(d.byteSize) + " does not match shape " +
+                             formatShape(d.shape.data(), d.shape.size()) + " (" + std::to_string(bytes) + ")");
+  }
+  return true;
+}
+
+// offset + size <= limit without overflow.
+bool fits(uint64_t offset, uint64_t size, uint64_t limit) { return size <= limit && offset <= limit - size; }
+
+}  // namespace
+
+uint64_t elementSize(int32_t dtype) {
+  switch (dtype) {
+#define NNC_DTYPE(e, name, ctype, size, onnx) \
+  case onnx:                                  \
+    return size;
+#include "ir/dtype.def"
+#undef NNC_DTYPE
+    default:
+      return 0;
+  }
+}
+
+std::string elementTypeName(int32_t dtype) {
+  switch (dtype) {
+#define NNC_DTYPE(e, name, ctype, size, onnx) \
+  case onnx:                                  \
+    return name;
+#include "ir/dtype.def"
+#undef NNC_DTYPE
+    default:
+      return "dtype(" + std::to_string(dtype) + ")";
+  }
+}
+
+std::string formatShape(const int64_t* dims, size_t rank) {
+  std::string s = "[";
+  for (size_t i = 0; i < rank; ++i) {
+    if (i) s += "x";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+bool validatePlan(const Plan& plan, std::string* error) {
+  if (plan.arenaSize > kMaxBytes) return fail(error, "arena size " + std::to_string(plan.arenaSize) + " is too large");
+  if (plan.weightsSize > kMaxBytes)
+    return fail(error, "weights size " + std::to_string(plan.weightsSize) + " is too large");
+  if (!validateDescs(plan.inputs, "input", error) || !validateDescs(plan.outputs, "output", error)) return false;
+  if (plan.buffers.size() > kMaxBuffers) return fail(error, "too many buffers");
+  if (plan.steps.size() > kMaxSteps) return fail(error, "too many steps");
+
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferRef& b = plan.buffers[i];
+    std::string prefix = "buffer " + std::to_string(i) + ": ";
+    switch (b.kind) {
+      case BufferKind::Arena:
+        if (!fits(b.offset, b.size, plan.arenaSize))
+          return fail(error, prefix + "arena range [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) +
+                                 ") exceeds the arena size " + std::to_string(plan.arenaSize));
+        break;
+      case BufferKind::Weight:
+        if (!fits(b.offset, b.size, plan.weightsSize))
+          return fail(error, prefix + "weight range [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) +
+                                 ") exceeds the weights size " + std::to_string(plan.weightsSize));
+        break;
+      case BufferKind::Input:
+      case BufferKind::Output: {
+        bool isInput = b.kind == BufferKind::Input;
+        const auto& descs = isInput ? plan.inputs : plan.outputs;
+        const char* what = isInput ? "input" : "output";
+        if (b.offset >= descs.size())
+          return fail(error, prefix + what + " index " + std::to_string(b.offset) + " out of range (" +
+                                 std::to_string(descs.size()) + " " + what + "s)");
+        if (b.size != descs[b.offset].byteSize)
+          return fail(error, prefix + "size " + std::to_string(b.size) + " differs from " + what + " " +
+                                 std::to_string(b.offset) + "'s byte size " +
+                                 std::to_string(descs[b.offset].byteSize));
+        break;
+      }
+      default:
+        return fail(error, prefix + "unknown kind " + std::to_string(static_cast<int>(b.kind)));
+    }
+  }
+
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    std::string prefix = "step " + std::to_string(i) + " (" + s.origin + "): ";
+    if (s.kind != StepKind::Kernel && s.kind != StepKind::Builtin)
+      return fail(error, prefix + "unknown kind " + std::to_string(static_cast<int>(s.kind)));
+    if (s.name.empty()) return fail(error, prefix + "empty symbol name");
+    if (s.name.size() > kMaxStringLength || s.origin.size() > kMaxStringLength)
+      return fail(error, prefix + "name too long");
+    if (s.args.size() > kMaxArgs) return fail(error, prefix + "too many arguments");
+    if (s.params.size() > kMaxParams) return fail(error, prefix + "too many parameters");
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      if (s.args[a] < 0 || static_cast<size_t>(s.args[a]) >= plan.buffers.size())
+        return fail(error, prefix + "argument " + std::to_string(a) + " names buffer " + std::to_string(s.args[a]) +
+                               ", out of range (" + std::to_string(plan.buffers.size()) + " buffers)");
+    }
+    if (s.outerSize < 0) return fail(error, prefix + "negative outer size " + std::to_string(s.outerSize));
+    if (s.workPerPoint < 0) return fail(error, prefix + "negative work per point " + std::to_string(s.workPerPoint));
+  }
+  for (const TensorDesc& d : plan.inputs)
+    if (d.name.size() > kMaxStringLength) return fail(error, "input name too long");
+  for (const TensorDesc& d : plan.outputs)
+    if (d.name.size() > kMaxStringLength) return fail(error, "output name too long");
+  return true;
+}
+
+std::vector<uint8_t> serializePlan(const Plan& plan) {
+  Writer w;
+  w.bytes(kMagic, sizeof(kMagic));
+  w.u32(kVersion);
+  w.u64(plan.arenaSize);
+  w.u64(plan.weightsSize);
+  w.u32(static_cast<uint32_t>(plan.inputs.size()));
+  for (const TensorDesc& d : plan.inputs) writeDesc(w, d);
+  w.u32(static_cast<uint32_t>(plan.outputs.size()));
+  for (const TensorDesc& d : plan.outputs) writeDesc(w, d);
+  w.u32(static_cast<uint32_t>(plan.buffers.size()));
+  for (const BufferRef& b : plan.buffers) {
+    w.u8(static_cast<uint8_t>(b.kind));
+    w.u64(b.offset);
+    w.u64(b.size);
+  }
+  w.u32(static_cast<uint32_t>(plan.steps.size()));
+  for (const Step& s : plan.steps) {
+    w.u8(static_cast<uint8_t>(s.kind));
+    w.str(s.name);
+    w.u32(static_cast<uint32_t>(s.args.size()));
+    for (int32_t a : s.args) w.i32(a);
+    w.i64(s.outerSize);
+    w.i64(s.workPerPoint);
+    w.u32(static_cast<uint32_t>(s.params.size()));
+    for (int64_t p : s.params) w.i64(p);
+    w.str(s.origin);
+  }
+  return w.take();
+}
+
+bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error) {
+  if (!plan) return fail(error, "null plan");
+  if (!data && size) return fail(error, "null plan data");
+  Reader r(data, size);
+  char magic[4] = {};
+  r.raw(magic, sizeof(magic), "magic");
+  if (!r.ok() || std::memcmp(magic, kMagic, sizeof(magic)) != 0) return fail(error, "not an nnc plan (bad magic)");
+  uint32_t version = r.u32("version");
+  if (!r.ok()) return fail(error, r.error());
+  if (version != kVersion)
+    return fail(error, "unsupported plan version " + std::to_string(version) + " (this runtime reads version " +
+                           std::to_string(kVersion) + ")");
+
+  Plan p;
+  p.arenaSize = r.u64("arena size");
+  p.weightsSize = r.u64("weights size");
+  uint32_t numInputs = r.count("input count", kMaxTensors, kMinDescBytes);
+  p.inputs.resize(numInputs);
+  for (uint32_t i = 0; i < numInputs && r.ok(); ++i) readDesc(r, &p.inputs[i]);
+  uint32_t numOutputs = r.count("output count", kMaxTensors, kMinDescBytes);
+  p.outputs.resize(numOutputs);
+  for (uint32_t i = 0; i < numOutputs && r.ok(); ++i) readDesc(r, &p.outputs[i]);
+  uint32_t numBuffers = r.count("buffer count", kMaxBuffers, kMinBufferBytes);
+  p.buffers.resize(numBuffers);
+  for (uint32_t i = 0; i < numBuffers && r.ok(); ++i) {
+    uint8_t kind = r.u8("buffer kind");
+    if (r.ok() && kind > static_cast<uint8_t>(BufferKind::Output)) r.fail("unknown buffer kind " + std::to_string(kind));
+    p.buffers[i].kind = static_cast<BufferKind>(kind);
+    p.buffers[i].offset = r.u64("buffer offset");
+    p.buffers[i].size = r.u64("buffer size");
+  }
+  uint32_t numSteps = r.count("step count", kMaxSteps, kMinStepBytes);
+  p.steps.resize(numSteps);
+  for (uint32_t i = 0; i < numSteps && r.ok(); ++i) readStep(r, &p.steps[i]);
+  if (!r.ok()) return fail(error, r.error());
+  if (r.left() != 0) return fail(error, std::to_string(r.left()) + " trailing bytes after the plan");
+  std::string message;
+  if (!validatePlan(p, &message)) return fail(error, "invalid plan: " + message);
+  *plan = std::move(p);
+  return true;
+}
+
+}  // namespace nnc::rt

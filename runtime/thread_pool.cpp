@@ -1,0 +1,163 @@
+// ThreadPool: sleeping workers, chunks claimed from an atomic counter, the caller participating.
+//
+// Protocol for one parallelFor (all fields below the mutex are guarded by it):
+//   caller: publish the job, open it with `slots` worker places, bump the generation, wake workers,
+//           run chunks itself, then close the job and wait until every worker that joined has left.
+//   worker: sleep until the generation changes; if the job is still open and has a free slot, join
+//           (active++), run chunks until the counter passes the end, leave (active--).
+// A worker that wakes after the job closed does nothing, so a descheduled worker never holds up the
+// caller unless it had already claimed a chunk.
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__cpp_exceptions)
+#include <system_error>
+#endif
+
+namespace nnc::rt {
+namespace {
+
+// Set while a thread runs chunks of some pool's job: a parallelFor from inside runs inline, which
+// keeps nested loops correct and avoids deadlocking on the pool's own workers.
+thread_local bool tlsInsideParallel = false;
+
+constexpr int kMaxThreads = 512;
+
+int resolveNumThreads(int requested) {
+  if (requested > 0) return std::min(requested, kMaxThreads);
+  if (const char* env = std::getenv("NNC_NUM_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n > 0) return static_cast<int>(std::min<long>(n, kMaxThreads));
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
+}
+
+}  // namespace
+
+struct ThreadPool::Impl {
+  struct Job {
+    const std::function<void(int64_t, int64_t)>* fn = nullptr;
+    int64_t total = 0;
+    int64_t chunk = 1;
+    int64_t numChunks = 0;
+  };
+
+  std::vector<std::thread> workers;
+  std::mutex submitMutex;  // one job at a time per pool (callers on other threads queue here)
+  std::atomic<int64_t> nextChunk{0};
+
+  std::mutex mutex;
+  std::condition_variable workCv;
+  std::condition_variable doneCv;
+  Job job;
+  uint64_t generation = 0;
+  bool jobOpen = false;
+  int slots = 0;
+  int active = 0;
+  bool stop = false;
+
+  void runChunks(const Job& j) {
+    bool wasInside = tlsInsideParallel;
+    tlsInsideParallel = true;
+    for (;;) {
+      int64_t c = nextChunk.fetch_add(1, std::memory_order_relaxed);
+      if (c >= j.numChunks) break;
+      int64_t begin = c * j.chunk;
+      int64_t end = std::min(j.total, begin + j.chunk);
+      (*j.fn)(begin, end);
+    }
+    tlsInsideParallel = wasInside;
+  }
+
+  void workerLoop() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      workCv.wait(lock, [&] { return stop || generation != seen; });
+      if (stop) return;
+      seen = generation;
+      if (!jobOpen || slots == 0) continue;
+      --slots;
+      ++active;
+      Job j = job;
+      lock.unlock();
+      runChunks(j);
+      lock.lock();
+      if (--active == 0) doneCv.notify_all();
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int numThreads) : impl_(new Impl) {
+  int n = resolveNumThreads(numThreads);
+  impl_->workers.reserve(static_cast<size_t>(n - 1));
+  for (int i = 1; i < n; ++i) {
+#if defined(__cpp_exceptions)
+    // Out of threads: run with the ones we have rather than terminate the host process.
+    try {
+      impl_->workers.emplace_back([this] { impl_->workerLoop(); });
+    } catch (const std::system_error&) {
+      break;
+    }
+#else
+    impl_->workers.emplace_back([this] { impl_->workerLoop(); });
+#endif
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->workCv.notify_all();
+  for (std::thread& t : impl_->workers) t.join();
+  delete impl_;
+}
+
+int ThreadPool::numThreads() const { return static_cast<int>(impl_->workers.size()) + 1; }
+
+void ThreadPool::parallelFor(int64_t total, int64_t minChunk, const std::function<void(int64_t, int64_t)>& fn) {
+  if (total <= 0) return;
+  minChunk = std::max<int64_t>(minChunk, 1);
+  int threads = numThreads();
+  if (threads == 1 || total <= minChunk || tlsInsideParallel) {
+    fn(0, total);
+    return;
+  }
+  // Several chunks per thread, so that a slow or descheduled thread's share is picked up by others.
+  constexpr int64_t kChunksPerThread = 4;
+  int64_t chunk = std::max(minChunk, (total + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
+  int64_t numChunks = (total + chunk - 1) / chunk;
+  if (numChunks <= 1) {
+    fn(0, total);
+    return;
+  }
+
+  std::lock_guard<std::mutex> submit(impl_->submitMutex);
+  Impl::Job job{&fn, total, chunk, numChunks};
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->job = job;
+    impl_->nextChunk.store(0, std::memory_order_relaxed);
+    impl_->slots = static_cast<int>(std::min<int64_t>(numChunks - 1, threads - 1));
+    impl_->jobOpen = true;
+    ++impl_->generation;
+  }
+  impl_->workCv.notify_all();
+  impl_->runChunks(job);
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->jobOpen = false;
+  impl_->doneCv.wait(lock, [&] { return impl_->active == 0; });
+}
+
+}  // namespace nnc::rt

@@ -1,0 +1,444 @@
+// CPU backend: loop structure (pointwise, reductions, softmax rows, argmax), JIT, IR text and
+// object files. Each kernel is also checked against the kernel-IR interpreter (cpu_test_util.h).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <thread>
+
+#include "cpu_test_util.h"
+
+namespace nnc::codegen {
+namespace {
+
+using kir::ExprId;
+using kir::ExprOp;
+using kir::KernelBuilder;
+using kir::ReduceOp;
+using testing::runChecked;
+
+kir::Kernel softmaxRows(int rows, int cols);
+
+// out[i, j] = a[i, j] + b[j] over a 5x7 outer domain.
+kir::Kernel broadcastAdd() {
+  KernelBuilder kb("bcast_add");
+  int a = kb.addParam("a", DType::F32, 35, false);
+  int b = kb.addParam("b", DType::F32, 7, false);
+  int out = kb.addParam("out", DType::F32, 35, true);
+  auto v = kb.setOuter({5, 7});
+  ExprId flat = kb.add(kb.mul(v[0], kb.i64(7)), v[1]);
+  kb.addStore(out, flat, kb.add(kb.load(a, flat), kb.load(b, v[1])), false);
+  return kb.finish();
+}
+
+TEST(CpuBackend, PointwiseAddWithBroadcast) {
+  std::vector<float> a(35), b(7);
+  for (int i = 0; i < 35; ++i) a[i] = 0.5f * i - 3;
+  for (int j = 0; j < 7; ++j) b[j] = 100.0f * (j + 1);
+  auto bufs = runChecked(broadcastAdd(), {Tensor::fromFloats(a, {5, 7}), Tensor::fromFloats(b, {7}),
+                                          Tensor(DType::F32, Shape{5, 7})});
+  ASSERT_EQ(bufs.size(), 3u);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 7; ++j)
+      EXPECT_EQ(bufs[2].getDouble(i * 7 + j), (0.5 * (i * 7 + j) - 3) + 100.0 * (j + 1)) << i << "," << j;
+}
+
+TEST(CpuBackend, SubrangeWritesOnlyItsPoints) {
+  // [8, 20) of a 5x7 domain starts and ends mid-row: nothing outside it may be written.
+  std::unique_ptr<JitKernels> holder;
+  rt::KernelFn fn = testing::jitKernel(broadcastAdd(), &holder);
+  ASSERT_NE(fn, nullptr);
+  std::vector<Tensor> bufs = {Tensor::fromFloats(std::vector<float>(35, 1), {5, 7}),
+                              Tensor::fromFloats({0, 1, 2, 3, 4, 5, 6}, {7}), Tensor(DType::F32, Shape{5, 7})};
+  testing::callInPieces(fn, bufs, {8, 20});
+  for (int i = 0; i < 35; ++i) EXPECT_EQ(bufs[2].getDouble(i), (i >= 8 && i < 20) ? 1.0 + i % 7 : 0.0) << i;
+  testing::callInPieces(fn, bufs, {20, 20});  // empty range
+  EXPECT_EQ(bufs[2].getDouble(20), 0.0);
+}
+
+TEST(CpuBackend, ConcurrentCallsOnDisjointRanges) {
+  // The runtime calls one kernel from several threads at once on disjoint ranges.
+  const int rows = 64, cols = 100;
+  std::unique_ptr<JitKernels> holder;
+  rt::KernelFn fn = testing::jitKernel(softmaxRows(rows, cols), &holder);
+  ASSERT_NE(fn, nullptr);
+  std::vector<float> xs(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) xs[i] = static_cast<float>((i * 37) % 101) / 10.0f;
+  std::vector<float> serial(rows * cols), parallel(rows * cols);
+  void* serialBufs[2] = {xs.data(), serial.data()};
+  fn(serialBufs, 0, rows);
+  void* parallelBufs[2] = {xs.data(), parallel.data()};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { fn(parallelBufs, t * rows / 4, (t + 1) * rows / 4); });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(serial, parallel);
+}
+
+TEST(CpuBackend, RankOneAndRankZeroOuter) {
+  // Rank 1: out[i] = x[i] * 2 + 1 over 1000 points (long enough to vectorise).
+  {
+    KernelBuilder kb("axpb");
+    int x = kb.addParam("x", DType::F64, 1000, false);
+    int out = kb.addParam("out", DType::F64, 1000, true);
+    auto v = kb.setOuter({1000});
+    kb.addStore(out, v[0], kb.add(kb.mul(kb.load(x, v[0]), kb.constant(DType::F64, 2)), kb.constant(DType::F64, 1)), false);
+    std::vector<float> xs(1000);
+    for (int i = 0; i < 1000; ++i) xs[i] = static_cast<float>(i) - 500;
+    auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {1000}).castTo(DType::F64), Tensor(DType::F64, Shape{1000})});
+    ASSERT_EQ(bufs.size(), 2u);
+    for (int i = 0; i < 1000; ++i) EXPECT_EQ(bufs[1].getDouble(i), (i - 500) * 2.0 + 1) << i;
+  }
+  // Rank 0: a scalar kernel runs once.
+  {
+    KernelBuilder kb("scalar");
+    int x = kb.addParam("x", DType::I32, 1, false);
+    int out = kb.addParam("out", DType::I32, 1, true);
+    kb.addStore(out, kb.i64(0), kb.mul(kb.load(x, kb.i64(0)), kb.constantInt(DType::I32, -3)), false);
+    auto bufs = runChecked(kb.finish(), {Tensor::fromInt64s({14}).castTo(DType::I32), Tensor(DType::I32, Shape{1})});
+    ASSERT_EQ(bufs.size(), 2u);
+    EXPECT_EQ(bufs[1].getInt(0), -42);
+  }
+}
+
+TEST(CpuBackend, ThreeDimensionalOuterWithTranspose) {
+  // out[i, j, k] = x[k, j, i] for x of shape 4x3x2 (a transpose through index arithmetic).
+  KernelBuilder kb("transpose3");
+  int x = kb.addParam("x", DType::I64, 24, false);
+  int out = kb.addParam("out", DType::I64, 24, true);
+  auto v = kb.setOuter({2, 3, 4});
+  std::vector<ExprId> outIdx = {v[0], v[1], v[2]};
+  std::vector<ExprId> inIdx = {v[2], v[1], v[0]};
+  kb.addStore(out, kb.flatIndex(outIdx, Shape{2, 3, 4}), kb.load(x, kb.flatIndex(inIdx, Shape{4, 3, 2})), false);
+  std::vector<int64_t> xs(24);
+  for (int i = 0; i < 24; ++i) xs[i] = 1000 + i;
+  auto bufs = runChecked(kb.finish(), {Tensor::fromInt64s(xs, {4, 3, 2}), Tensor(DType::I64, Shape{2, 3, 4})});
+  ASSERT_EQ(bufs.size(), 2u);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(bufs[1].getInt((i * 3 + j) * 4 + k), 1000 + (k * 3 + j) * 2 + i);
+}
+
+TEST(CpuBackend, ReductionSumOverRows) {
+  // out[i] = sum_j x[i, j] for a 6x37 input, and sum over a 2-D reduction loop for a 6x(37) view.
+  KernelBuilder kb("row_sum");
+  int x = kb.addParam("x", DType::F32, 6 * 37, false);
+  int out = kb.addParam("out", DType::F32, 6, true);
+  auto v = kb.setOuter({6});
+  auto r = kb.reductionVars({37});
+  ExprId s = kb.reduce(ReduceOp::Sum, r, kb.load(x, kb.add(kb.mul(v[0], kb.i64(37)), r[0])));
+  kb.addStore(out, v[0], s, false);
+  std::vector<float> xs(6 * 37);
+  for (int i = 0; i < 6 * 37; ++i) xs[i] = std::sin(0.37f * i) * (1 + i % 11);
+  auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {6, 37}), Tensor(DType::F32, Shape{6})}, 1e-5, 1e-5);
+  ASSERT_EQ(bufs.size(), 2u);
+  for (int i = 0; i < 6; ++i) {
+    double want = 0;
+    for (int j = 0; j < 37; ++j) want += xs[i * 37 + j];
+    EXPECT_NEAR(bufs[1].getDouble(i), want, 1e-4) << i;
+  }
+}
+
+TEST(CpuBackend, IntegerProdMaxMinOverTwoDimensionalReduction) {
+  // Over x of shape 2x3x4: per leading index, reduce the trailing 3x4 block.
+  KernelBuilder kb("int_reduce");
+  int x = kb.addParam("x", DType::I32, 24, false);
+  int outMax = kb.addParam("mx", DType::I32, 2, true);
+  int outMin = kb.addParam("mn", DType::I32, 2, true);
+  int outProd = kb.addParam("pr", DType::I64, 2, true);
+  auto v = kb.setOuter({2});
+  auto idx = [&](const std::vector<ExprId>& r) {
+    std::vector<ExprId> full = {v[0], r[0], r[1]};
+    return kb.flatIndex(full, Shape{2, 3, 4});
+  };
+  auto r1 = kb.reductionVars({3, 4});
+  kb.addStore(outMax, v[0], kb.reduce(ReduceOp::Max, r1, kb.load(x, idx(r1))), false);
+  auto r2 = kb.reductionVars({3, 4});
+  kb.addStore(outMin, v[0], kb.reduce(ReduceOp::Min, r2, kb.load(x, idx(r2))), false);
+  auto r3 = kb.reductionVars({3, 4});
+  ExprId body = kb.cast(DType::I64, kb.load(x, idx(r3)));
+  kb.addStore(outProd, v[0], kb.reduce(ReduceOp::Prod, r3, body), false);
+  std::vector<int64_t> xs = {3, -1, 2, 5, 1, 1, -2, 1, 1, 2, 1, 1,  // block 0
+                             -7, -8, -9, -3, -4, -6, -5, -1, -2, -9, -3, -4};
+  auto bufs = runChecked(kb.finish(), {Tensor::fromInt64s(xs, {2, 3, 4}).castTo(DType::I32), Tensor(DType::I32, Shape{2}),
+                                       Tensor(DType::I32, Shape{2}), Tensor(DType::I64, Shape{2})});
+  ASSERT_EQ(bufs.size(), 4u);
+  EXPECT_EQ(bufs[1].getInt(0), 5);
+  EXPECT_EQ(bufs[1].getInt(1), -1);
+  EXPECT_EQ(bufs[2].getInt(0), -2);
+  EXPECT_EQ(bufs[2].getInt(1), -9);
+  EXPECT_EQ(bufs[3].getInt(0), 3 * -1 * 2 * 5 * -2 * 2);
+  EXPECT_EQ(bufs[3].getInt(1), 7LL * 8 * 9 * 3 * 4 * 6 * 5 * 1 * 2 * 9 * 3 * 4);
+}
+
+// Softmax over rows of a 4x10 input: two reductions (max, sum of exp) and per-inner stores.
+kir::Kernel softmaxRows(int rows, int cols) {
+  KernelBuilder kb("softmax_rows");
+  int x = kb.addParam("x", DType::F32, rows * cols, false);
+  int out = kb.addParam("out", DType::F32, rows * cols, true);
+  auto v = kb.setOuter({rows});
+  auto rowBase = kb.mul(v[0], kb.i64(cols));
+  auto r1 = kb.reductionVars({cols});
+  ExprId mx = kb.reduce(ReduceOp::Max, r1, kb.load(x, kb.add(rowBase, r1[0])));
+  auto r2 = kb.reductionVars({cols});
+  ExprId sum = kb.reduce(ReduceOp::Sum, r2, kb.unary(ExprOp::Exp, kb.sub(kb.load(x, kb.add(rowBase, r2[0])), mx)));
+  auto in = kb.setInner({cols});
+  ExprId at = kb.add(rowBase, in[0]);
+  kb.addStore(out, at, kb.div(kb.unary(ExprOp::Exp, kb.sub(kb.load(x, at), mx)), sum), true);
+  return kb.finish();
+}
+
+TEST(CpuBackend, SoftmaxRowKernel) {
+  const int rows = 4, cols = 10;
+  std::vector<float> xs(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) xs[i] = std::cos(1.3f * i) * 4;
+  xs[1 * cols + 3] = 80;                                          // large: needs the max shift
+  xs[2 * cols + 0] = -std::numeric_limits<float>::infinity();     // exp(-inf) = 0
+  auto bufs = runChecked(softmaxRows(rows, cols), {Tensor::fromFloats(xs, {rows, cols}), Tensor(DType::F32, Shape{rows, cols})},
+                         1e-6, 1e-7);
+  ASSERT_EQ(bufs.size(), 2u);
+  for (int i = 0; i < rows; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j < cols; ++j) mx = std::max(mx, static_cast<double>(xs[i * cols + j]));
+    for (int j = 0; j < cols; ++j) sum += std::exp(xs[i * cols + j] - mx);
+    double total = 0;
+    for (int j = 0; j < cols; ++j) {
+      double want = std::exp(xs[i * cols + j] - mx) / sum;
+      EXPECT_NEAR(bufs[1].getDouble(i * cols + j), want, 1e-6 + 1e-5 * want) << i << "," << j;
+      total += bufs[1].getDouble(i * cols + j);
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+  EXPECT_EQ(bufs[1].getDouble(2 * cols), 0.0);
+}
+
+TEST(CpuBackend, MaxReductionPropagatesNaN) {
+  KernelBuilder kb("nan_max");
+  int x = kb.addParam("x", DType::F32, 12, false);
+  int mx = kb.addParam("mx", DType::F32, 3, true);
+  int mn = kb.addParam("mn", DType::F32, 3, true);
+  auto v = kb.setOuter({3});
+  auto r1 = kb.reductionVars({4});
+  kb.addStore(mx, v[0], kb.reduce(ReduceOp::Max, r1, kb.load(x, kb.add(kb.mul(v[0], kb.i64(4)), r1[0]))), false);
+  auto r2 = kb.reductionVars({4});
+  kb.addStore(mn, v[0], kb.reduce(ReduceOp::Min, r2, kb.load(x, kb.add(kb.mul(v[0], kb.i64(4)), r2[0]))), false);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {1, nan, 3, 2, nan, 5, 6, -7, -1, -2, 4, 0.5f};
+  auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {3, 4}), Tensor(DType::F32, Shape{3}), Tensor(DType::F32, Shape{3})});
+  ASSERT_EQ(bufs.size(), 3u);
+  EXPECT_TRUE(std::isnan(bufs[1].getDouble(0)));
+  EXPECT_TRUE(std::isnan(bufs[1].getDouble(1)));
+  EXPECT_EQ(bufs[1].getDouble(2), 4);
+  EXPECT_TRUE(std::isnan(bufs[2].getDouble(0)));
+  EXPECT_TRUE(std::isnan(bufs[2].getDouble(1)));
+  EXPECT_EQ(bufs[2].getDouble(2), -2);
+}
+
+TEST(CpuBackend, ArgMaxArgMinWithTies) {
+  // Rows of x (4x5); argmax/argmin with first and last tie-breaking (numpy: first).
+  KernelBuilder kb("argmax_ties");
+  int x = kb.addParam("x", DType::F32, 20, false);
+  int outs[4];
+  for (int i = 0; i < 4; ++i) outs[i] = kb.addParam("o" + std::to_string(i), DType::I64, 4, true);
+  auto v = kb.setOuter({4});
+  const ReduceOp ops[4] = {ReduceOp::ArgMax, ReduceOp::ArgMax, ReduceOp::ArgMin, ReduceOp::ArgMin};
+  const bool last[4] = {false, true, false, true};
+  for (int i = 0; i < 4; ++i) {
+    auto r = kb.reductionVars({5});
+    kb.addStore(outs[i], v[0], kb.reduce(ops[i], r, kb.load(x, kb.add(kb.mul(v[0], kb.i64(5)), r[0])), last[i]), false);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs = {1, 3, 3, 0, 0,           // max ties at 1,2; min ties at 3,4
+                           -inf, -inf, -inf, -inf, -inf,  // all equal
+                           7, 2, 7, 2, 5,           // max 0/2, min 1/3
+                           -1, -5, 9, -5, 9};       // max 2/4, min 1/3
+  std::vector<Tensor> init = {Tensor::fromFloats(xs, {4, 5})};
+  for (int i = 0; i < 4; ++i) init.emplace_back(DType::I64, Shape{4});
+  auto bufs = runChecked(kb.finish(), init);
+  ASSERT_EQ(bufs.size(), 5u);
+  // np.argmax(x, 1), reversed-row argmax for "last", np.argmin(x, 1), and its "last" variant.
+  const int64_t want[4][4] = {{1, 0, 0, 2}, {2, 4, 2, 4}, {3, 0, 1, 1}, {4, 4, 3, 3}};
+  for (int i = 0; i < 4; ++i)
+    for (int row = 0; row < 4; ++row) EXPECT_EQ(bufs[1 + i].getInt(row), want[i][row]) << "op " << i << " row " << row;
+}
+
+TEST(CpuBackend, ReductionUsesEarlierReductionAndBroadcastStore) {
+  // Layer-norm-like: mean, then variance using the mean; out[i] = var (non-perInner store).
+  KernelBuilder kb("variance");
+  int x = kb.addParam("x", DType::F64, 16, false);
+  int out = kb.addParam("var", DType::F64, 2, true);
+  auto v = kb.setOuter({2});
+  auto r1 = kb.reductionVars({8});
+  auto at = [&](ExprId j) { return kb.load(x, kb.add(kb.mul(v[0], kb.i64(8)), j)); };
+  ExprId mean = kb.div(kb.reduce(ReduceOp::Sum, r1, at(r1[0])), kb.constant(DType::F64, 8));
+  auto r2 = kb.reductionVars({8});
+  ExprId d = kb.sub(at(r2[0]), mean);
+  ExprId var = kb.div(kb.reduce(ReduceOp::Sum, r2, kb.mul(d, d)), kb.constant(DType::F64, 8));
+  kb.addStore(out, v[0], var, false);
+  std::vector<float> xs = {2, 4, 4, 4, 5, 5, 7, 9, 1, 1, 1, 1, 1, 1, 1, 1};
+  auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {2, 8}).castTo(DType::F64), Tensor(DType::F64, Shape{2})},
+                         1e-12, 1e-12);
+  ASSERT_EQ(bufs.size(), 2u);
+  EXPECT_NEAR(bufs[1].getDouble(0), 4.0, 1e-12);  // np.var([2,4,4,4,5,5,7,9])
+  EXPECT_EQ(bufs[1].getDouble(1), 0.0);
+}
+
+TEST(CpuBackend, LlvmIrNamesKernelAndIsOptimised) {
+  auto mod = CpuModule::build({broadcastAdd(), softmaxRows(2, 3)}, CpuTargetOptions{});
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  std::string ir = mod.value()->llvmIr();
+  EXPECT_NE(ir.find("define void @bcast_add("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@softmax_rows("), std::string::npos);
+  EXPECT_EQ(ir.find("alloca"), std::string::npos) << "accumulators should be promoted to registers";
+  EXPECT_EQ(mod.value()->kernelNames(), (std::vector<std::string>{"bcast_add", "softmax_rows"}));
+  EXPECT_FALSE(mod.value()->targetCpu().empty());
+}
+
+TEST(CpuBackend, PointwiseLoopIsVectorised) {
+  KernelBuilder kb("vec_add");
+  int a = kb.addParam("a", DType::F32, 4096, false);
+  int out = kb.addParam("out", DType::F32, 4096, true);
+  auto v = kb.setOuter({4096});
+  kb.addStore(out, v[0], kb.add(kb.load(a, v[0]), kb.constant(DType::F32, 1)), false);
+  auto mod = CpuModule::build({kb.finish()}, CpuTargetOptions{});
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  std::string ir = mod.value()->llvmIr();
+  EXPECT_NE(ir.find("x float>"), std::string::npos) << ir;
+}
+
+TEST(CpuBackend, DuplicateKernelNameIsAnError) {
+  auto mod = CpuModule::build({broadcastAdd(), broadcastAdd()}, CpuTargetOptions{});
+  ASSERT_FALSE(mod.isOk());
+  EXPECT_EQ(mod.status().message(), "cpu backend: duplicate kernel name 'bcast_add'");
+}
+
+TEST(CpuBackend, UnsupportedOperationIsAnError) {
+  KernelBuilder kb("bad_kernel");
+  int x = kb.addParam("x", DType::I32, 4, false);
+  int out = kb.addParam("out", DType::I32, 4, true);
+  auto v = kb.setOuter({4});
+  kb.addStore(out, v[0], kb.unary(ExprOp::Exp, kb.load(x, v[0])), false);
+  kir::Kernel k = kb.finish();
+  auto mod = CpuModule::build({k}, CpuTargetOptions{});
+  ASSERT_FALSE(mod.isOk());
+  EXPECT_NE(mod.status().message().find("kernel 'bad_kernel': e"), std::string::npos) << mod.status().message();
+  EXPECT_NE(mod.status().message().find("exp on i32 is not supported by the cpu backend"), std::string::npos)
+      << mod.status().message();
+}
+
+TEST(CpuBackend, WriteObjectWithKernelTable) {
+  auto mod = CpuModule::build({broadcastAdd(), softmaxRows(2, 3)}, CpuTargetOptions{});
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_backend_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "kernels.o").string();
+  Status st = mod.value()->writeObject(path, /*withTable=*/true);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp" + std::to_string(::getpid())));
+  std::string cmd = "nm " + path;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find(" T bcast_add"), std::string::npos) << out;
+  EXPECT_NE(out.find(" T softmax_rows"), std::string::npos) << out;
+  EXPECT_NE(out.find(" nnc_model_kernels"), std::string::npos) << out;
+  EXPECT_NE(out.find(" R nnc_model_num_kernels"), std::string::npos) << out;
+
+  // Without the table; and into a missing directory, which must fail cleanly.
+  const std::string plain = (dir / "plain.o").string();
+  ASSERT_TRUE(mod.value()->writeObject(plain, false).isOk());
+  Status bad = mod.value()->writeObject((dir / "missing" / "x.o").string(), false);
+  EXPECT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("cannot write"), std::string::npos) << bad.message();
+  std::filesystem::remove_all(dir);
+}
+
+std::string runCommand(const std::string& cmd) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+TEST(CpuBackend, GenericCpuNeedsNoCompilerRuntimeHelpers) {
+  // f16 in and out, round-even, floor and exp on plain x86-64 (no F16C, no SSE4.1): results are
+  // right and the object references no __extendhfsf2-style helper, only libm.
+  KernelBuilder kb("generic_half");
+  int x = kb.addParam("x", DType::F16, 6, false);
+  int out = kb.addParam("out", DType::F16, 6, true);
+  int out2 = kb.addParam("out2", DType::F32, 6, true);
+  auto v = kb.setOuter({6});
+  ExprId xv = kb.load(x, v[0]);
+  kb.addStore(out, v[0], kb.add(kb.unary(ExprOp::RoundEven, xv), kb.unary(ExprOp::Floor, xv)), false);
+  kb.addStore(out2, v[0], kb.unary(ExprOp::Exp, xv), false);
+  CpuTargetOptions opts;
+  opts.cpu = "x86-64";
+  auto mod = CpuModule::build({kb.finish()}, opts);
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  EXPECT_EQ(mod.value()->targetCpu(), "x86-64");
+  auto jit = mod.value()->jit();
+  ASSERT_TRUE(jit.isOk()) << jit.status().message();
+  auto fn = jit.value()->lookup("generic_half");
+  ASSERT_TRUE(fn.isOk());
+  // 2.5, -1.5, 0.5, 3.25, 1000, 0 as f16 bits.
+  std::vector<uint16_t> in = {0x4100, 0xbe00, 0x3800, 0x4280, 0x63d0, 0x0000}, res(6);
+  std::vector<float> res2(6);
+  void* bufs[3] = {in.data(), res.data(), res2.data()};
+  fn.value()(bufs, 0, 6);
+  // roundeven + floor: 2+2, -2-2, 0+0, 3+3, 2000, 0 -> f16 bits
+  const uint16_t want[6] = {0x4400, 0xc400, 0x0000, 0x4600, 0x67d0, 0x0000};
+  const double xs[6] = {2.5, -1.5, 0.5, 3.25, 1000, 0};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(res[i], want[i]) << i;
+    EXPECT_FLOAT_EQ(res2[i], static_cast<float>(std::exp(xs[i]))) << i;
+  }
+  auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_generic_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string obj = (dir / "g.o").string();
+  ASSERT_TRUE(mod.value()->writeObject(obj, false).isOk());
+  std::string undefined = runCommand("nm -u " + obj);
+  EXPECT_EQ(undefined.find("__"), std::string::npos) << undefined;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CpuBackend, ObjectLinksIntoSharedLibraryAndRuns) {
+  // The AOT path end to end: object -> cc -shared -> dlopen -> the table -> call a kernel.
+  auto mod = CpuModule::build({broadcastAdd()}, CpuTargetOptions{});
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_backend_so_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string obj = (dir / "k.o").string(), so = (dir / "k.so").string();
+  ASSERT_TRUE(mod.value()->writeObject(obj, true).isOk());
+  ASSERT_EQ(std::system(("cc -shared -o " + so + " " + obj + " -lm").c_str()), 0);
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  auto* table = static_cast<const NncKernelEntry*>(::dlsym(h, "nnc_model_kernels"));
+  auto* count = static_cast<const int64_t*>(::dlsym(h, "nnc_model_num_kernels"));
+  ASSERT_NE(table, nullptr);
+  ASSERT_NE(count, nullptr);
+  ASSERT_EQ(*count, 1);
+  EXPECT_STREQ(table[0].name, "bcast_add");
+  auto fn = reinterpret_cast<rt::KernelFn>(table[0].fn);
+  std::vector<float> a(35, 1.5f), b(7), out(35, 0);
+  for (int j = 0; j < 7; ++j) b[j] = static_cast<float>(j);
+  void* bufs[3] = {a.data(), b.data(), out.data()};
+  fn(bufs, 0, 35);
+  for (int i = 0; i < 35; ++i) EXPECT_EQ(out[i], 1.5f + static_cast<float>(i % 7)) << i;
+  ::dlclose(h);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace nnc::codegen

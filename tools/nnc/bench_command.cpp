@@ -1,0 +1,118 @@
+// `nnc bench MODEL.onnx`: the same graph compiled eager (-O0, one kernel per op) and fused (-O2, or
+// the -O level given), run side by side on the same random inputs; latency percentiles, kernel
+// counts and bytes moved per run. --json for scripts.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "tools/nnc/cli.h"
+
+namespace nnc::cli {
+
+namespace {
+
+struct Timing {
+  std::string label;
+  int optLevel = 0;
+  int kernels = 0;
+  uint64_t bytesMoved = 0;
+  std::vector<double> ms;
+  double percentile(double p) const {
+    std::vector<double> s = ms;
+    std::sort(s.begin(), s.end());
+    if (s.empty()) return 0;
+    const double pos = p * static_cast<double>(s.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, s.size() - 1);
+    return s[lo] + (s[hi] - s[lo]) * (pos - static_cast<double>(lo));
+  }
+};
+
+Tensor randomTensor(const nnc_tensor_info& info, std::mt19937& rng) {
+  DType dt = dtypeFromOnnx(info.dtype).value_or(DType::F32);
+  Tensor t(dt, Shape(std::vector<int64_t>(info.shape, info.shape + info.rank)));
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (isFloat(dt)) t.setDouble(i, uniform(rng));  // integers stay 0: valid as indices
+  }
+  return t;
+}
+
+std::string loadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string one;
+  f >> one;
+  return one.empty() ? "?" : one;
+}
+
+Expected<Timing> measure(const std::string& path, const CommonOptions& base, int optLevel, const std::string& label,
+                         std::vector<Tensor>* inputs) {
+  CommonOptions o = base;
+  o.compile.optLevel = optLevel;
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, loadModel(path, o));
+  if (inputs->empty()) {
+    std::mt19937 rng(42);
+    for (const nnc_tensor_info& info : model->inputInfos()) inputs->push_back(randomTensor(info, rng));
+  }
+  Timing t;
+  t.label = label;
+  t.optLevel = optLevel;
+  if (const CompileReport* r = model->report()) {
+    t.kernels = r->numKernels + r->numBuiltins;
+    t.bytesMoved = r->bytesMoved;
+  }
+  for (int i = 0; i < base.warmup; ++i) NNC_RETURN_IF_ERROR(model->run(*inputs).status());
+  for (int i = 0; i < std::max(1, base.iterations); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    NNC_RETURN_IF_ERROR(model->run(*inputs).status());
+    t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  return t;
+}
+
+}  // namespace
+
+int benchCommand(const CommonOptions& o) {
+  if (o.positional.size() != 1) return fail("nnc bench expects one model");
+  const std::string& path = o.positional[0];
+  const int fusedLevel = o.compile.optLevel == 0 ? 2 : o.compile.optLevel;
+  const std::string loadBefore = loadAverage();
+  std::vector<Tensor> inputs;
+  std::vector<Timing> timings;
+  const std::vector<std::pair<int, std::string>> variants = {
+      {0, "eager (-O0)"}, {fusedLevel, "fused (-O" + std::to_string(fusedLevel) + ")"}};
+  for (const auto& [level, label] : variants) {
+    Expected<Timing> t = measure(path, o, level, label, &inputs);
+    if (!t) return fail(t.status().message());
+    timings.push_back(*t);
+  }
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const double speedup = timings[1].percentile(0.5) > 0 ? timings[0].percentile(0.5) / timings[1].percentile(0.5) : 0;
+  if (o.json) {
+    std::printf("{\"model\": \"%s\", \"cores\": %ld, \"load_before\": %s, \"load_after\": %s, \"iterations\": %d, \"runs\": [",
+                path.c_str(), cores, loadBefore.c_str(), loadAverage().c_str(), o.iterations);
+    for (size_t i = 0; i < timings.size(); ++i) {
+      const Timing& t = timings[i];
+      std::printf("%s{\"label\": \"%s\", \"opt_level\": %d, \"kernels\": %d, \"bytes_moved\": %llu, \"median_ms\": %.6f, "
+                  "\"p10_ms\": %.6f, \"p90_ms\": %.6f, \"min_ms\": %.6f}",
+                  i ? ", " : "", t.label.c_str(), t.optLevel, t.kernels, static_cast<unsigned long long>(t.bytesMoved),
+                  t.percentile(0.5), t.percentile(0.1), t.percentile(0.9), t.percentile(0.0));
+    }
+    std::printf("], \"speedup_median\": %.4f}\n", speedup);
+    return 0;
+  }
+  std::printf("model: %s\nmachine: %ld cores, load average %s before, %s after; %d iterations after %d warm-up\n\n",
+              path.c_str(), cores, loadBefore.c_str(), loadAverage().c_str(), o.iterations, o.warmup);
+  std::printf("%-14s %8s %14s %11s %11s %11s\n", "", "kernels", "bytes moved", "median ms", "p10 ms", "p90 ms");
+  for (const Timing& t : timings)
+    std::printf("%-14s %8d %14llu %11.3f %11.3f %11.3f\n", t.label.c_str(), t.kernels,
+                static_cast<unsigned long long>(t.bytesMoved), t.percentile(0.5), t.percentile(0.1), t.percentile(0.9));
+  std::printf("\nfused vs eager: %.2fx (median)\n", speedup);
+  return 0;
+}
+
+}  // namespace nnc::cli

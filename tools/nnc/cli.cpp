@@ -1,0 +1,294 @@
+// Option parsing, model loading and tensor comparison shared by the nnc subcommands.
+#include "tools/nnc/cli.h"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace nnc::cli {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "nnc: error: %s\n", message.c_str());
+  return 1;
+}
+
+namespace {
+
+Expected<Shape> parseDims(const std::string& text, const std::string& arg) {
+  std::vector<int64_t> dims;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    char* end = nullptr;
+    long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end || v < 0) return Status::error("bad dims '" + text + "' in " + arg);
+    dims.push_back(v);
+  }
+  if (text == "scalar") dims.clear();
+  return Shape(dims);
+}
+
+// Splits "NAME=VALUE"; error naming the argument otherwise.
+Expected<std::pair<std::string, std::string>> splitAssignment(const std::string& text, const std::string& flag) {
+  size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0) return Status::error(flag + " expects NAME=VALUE, got '" + text + "'");
+  return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
+Expected<double> parseNumber(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end) return Status::error(flag + " expects a number, got '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
+  CommonOptions o;
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    // Flags taking a value accept both "--flag=value" and "--flag value".
+    auto value = [&](const std::string& flag) -> Expected<std::string> {
+      if (arg.size() > flag.size() && arg.compare(0, flag.size() + 1, flag + "=") == 0)
+        return arg.substr(flag.size() + 1);
+      if (i + 1 >= argc) return Status::error(flag + " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto is = [&](const std::string& flag) { return arg == flag || arg.rfind(flag + "=", 0) == 0; };
+    if (arg == "-O0" || arg == "-O1" || arg == "-O2" || arg == "-O3") {
+      o.compile.optLevel = arg[2] - '0';
+    } else if (arg == "-o") {
+      NNC_ASSIGN_OR_RETURN(o.output, value("-o"));
+    } else if (is("--target")) {
+      NNC_ASSIGN_OR_RETURN(o.compile.target, value("--target"));
+    } else if (is("--shape")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--shape"));
+      NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--shape"));
+      NNC_ASSIGN_OR_RETURN(Shape s, parseDims(kv.second, "--shape"));
+      o.import.shapeOverrides[kv.first] = s;
+    } else if (is("--bind")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--bind"));
+      NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--bind"));
+      NNC_ASSIGN_OR_RETURN(Tensor t, onnx::readTensorFile(kv.second));
+      o.import.bindings[kv.first] = t;
+    } else if (is("--input")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--input"));
+      NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--input"));
+      o.inputs[kv.first] = kv.second;
+    } else if (is("--output-dir")) {
+      NNC_ASSIGN_OR_RETURN(o.outputDir, value("--output-dir"));
+    } else if (is("--emit")) {
+      NNC_ASSIGN_OR_RETURN(o.emit, value("--emit"));
+      if (o.emit != "ir" && o.emit != "fused-ir" && o.emit != "kernel-ir" && o.emit != "llvm")
+        return Status::error("--emit expects ir, fused-ir, kernel-ir or llvm, got '" + o.emit + "'");
+    } else if (is("--dump-graph")) {
+      NNC_ASSIGN_OR_RETURN(o.dumpGraph, value("--dump-graph"));
+    } else if (is("--disable-pass")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--disable-pass"));
+      o.compile.disabledPasses.push_back(v);
+    } else if (is("--expect-pass")) {
+      NNC_ASSIGN_OR_RETURN(o.expectPass, value("--expect-pass"));
+    } else if (is("--write-passing")) {
+      NNC_ASSIGN_OR_RETURN(o.writePassing, value("--write-passing"));
+    } else if (is("--rtol") || is("--atol")) {
+      const std::string flag = arg.substr(0, 6);
+      NNC_ASSIGN_OR_RETURN(std::string v, value(flag));
+      NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, flag));
+      (flag == "--rtol" ? o.rtol : o.atol) = d;
+    } else if (is("--iterations") || is("--warmup") || is("--threads")) {
+      const std::string flag = arg.substr(0, arg.find('='));
+      NNC_ASSIGN_OR_RETURN(std::string v, value(flag));
+      NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, flag));
+      if (d < 0 || d != std::floor(d)) return Status::error(flag + " expects a non-negative integer");
+      (flag == "--iterations" ? o.iterations : flag == "--warmup" ? o.warmup : o.compile.numThreads) =
+          static_cast<int>(d);
+    } else if (is("--shard")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--shard"));
+      size_t slash = v.find('/');
+      int k = slash == std::string::npos ? -1 : std::atoi(v.substr(0, slash).c_str());
+      int n = slash == std::string::npos ? 0 : std::atoi(v.substr(slash + 1).c_str());
+      if (n < 1 || k < 0 || k >= n) return Status::error("--shard expects K/N with 0 <= K < N, got '" + v + "'");
+      o.shardIndex = k;
+      o.shardCount = n;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--time-passes") {
+      o.compile.timePasses = true;
+    } else if (arg == "--print-after-all") {
+      o.compile.printAfterAll = true;
+    } else if (arg == "--verify-each") {
+      o.compile.verifyEachPass = true;
+    } else if (arg == "-v" || arg == "--verbose") {
+      o.verbose = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return Status::error("unknown option '" + arg + "' (see nnc --help)");
+    } else {
+      o.positional.push_back(arg);
+    }
+  }
+  return o;
+}
+
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const ModelApi kLinkedApi = {nnc_model_num_inputs, nnc_model_num_outputs, nnc_model_input_info,
+                             nnc_model_output_info, nnc_model_run,        nnc_model_last_error};
+
+class JitLoaded final : public LoadedModel {
+ public:
+  const ModelApi& api() const override { return kLinkedApi; }
+  JitLoaded(std::unique_ptr<Graph> graph, std::unique_ptr<CompiledModel> model)
+      : graph_(std::move(graph)), model_(std::move(model)) {}
+  nnc_model* handle() override { return model_->handle(); }
+  const CompileReport* report() const override { return &model_->report(); }
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<CompiledModel> model_;
+};
+
+class SharedLibraryLoaded final : public LoadedModel {
+ public:
+  ~SharedLibraryLoaded() override {
+    if (model_) destroy_(model_);
+    if (lib_) dlclose(lib_);
+  }
+  static Expected<std::unique_ptr<LoadedModel>> open(const std::string& path, int numThreads) {
+    auto m = std::make_unique<SharedLibraryLoaded>();
+    const std::string resolved = path.find('/') == std::string::npos ? "./" + path : path;
+    m->lib_ = dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!m->lib_) return Status::error(path + ": cannot load: " + dlerror());
+    auto create = reinterpret_cast<nnc_status (*)(nnc_model**, const nnc_options*)>(dlsym(m->lib_, "nnc_model_create"));
+    auto lastError = reinterpret_cast<const char* (*)()>(dlsym(m->lib_, "nnc_last_error"));
+    m->destroy_ = reinterpret_cast<void (*)(nnc_model*)>(dlsym(m->lib_, "nnc_model_destroy"));
+    if (!create || !lastError || !m->destroy_) return Status::error(path + ": not an nnc model library");
+    ModelApi& api = m->api_;
+    api.numInputs = reinterpret_cast<decltype(api.numInputs)>(dlsym(m->lib_, "nnc_model_num_inputs"));
+    api.numOutputs = reinterpret_cast<decltype(api.numOutputs)>(dlsym(m->lib_, "nnc_model_num_outputs"));
+    api.inputInfo = reinterpret_cast<decltype(api.inputInfo)>(dlsym(m->lib_, "nnc_model_input_info"));
+    api.outputInfo = reinterpret_cast<decltype(api.outputInfo)>(dlsym(m->lib_, "nnc_model_output_info"));
+    api.run = reinterpret_cast<decltype(api.run)>(dlsym(m->lib_, "nnc_model_run"));
+    api.lastError = reinterpret_cast<decltype(api.lastError)>(dlsym(m->lib_, "nnc_model_last_error"));
+    if (!api.numInputs || !api.numOutputs || !api.inputInfo || !api.outputInfo || !api.run || !api.lastError)
+      return Status::error(path + ": not an nnc model library (C ABI functions missing)");
+    nnc_options opts{sizeof(nnc_options), numThreads};
+    if (create(&m->model_, &opts) != NNC_OK) return Status::error(path + ": " + lastError());
+    return std::unique_ptr<LoadedModel>(std::move(m));
+  }
+  nnc_model* handle() override { return model_; }
+  const ModelApi& api() const override { return api_; }
+
+ private:
+  ModelApi api_{};
+  void* lib_ = nullptr;
+  nnc_model* model_ = nullptr;
+  void (*destroy_)(nnc_model*) = nullptr;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options) {
+  if (endsWith(path, ".so")) return SharedLibraryLoaded::open(path, options.compile.numThreads);
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, onnx::importModelFile(path, options.import));
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*graph, options.compile);
+  if (!model) return model.status().withContext(path + ": ");
+  return std::unique_ptr<LoadedModel>(std::make_unique<JitLoaded>(std::move(graph), std::move(*model)));
+}
+
+std::vector<nnc_tensor_info> LoadedModel::inputInfos() {
+  std::vector<nnc_tensor_info> infos(api().numInputs(handle()));
+  for (size_t i = 0; i < infos.size(); ++i) api().inputInfo(handle(), i, &infos[i]);
+  return infos;
+}
+
+std::vector<nnc_tensor_info> LoadedModel::outputInfos() {
+  std::vector<nnc_tensor_info> infos(api().numOutputs(handle()));
+  for (size_t i = 0; i < infos.size(); ++i) api().outputInfo(handle(), i, &infos[i]);
+  return infos;
+}
+
+Expected<std::vector<Tensor>> LoadedModel::run(const std::vector<Tensor>& inputs) {
+  nnc_model* m = handle();
+  std::vector<nnc_tensor> in;
+  for (const Tensor& t : inputs)
+    in.push_back({const_cast<std::byte*>(t.data()), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())),
+                  t.shape().rank(), t.shape().dims().data()});
+  std::vector<Tensor> outputs;
+  for (const nnc_tensor_info& info : outputInfos()) {
+    std::optional<DType> dt = dtypeFromOnnx(info.dtype);
+    if (!dt) return Status::error("model output has an unknown dtype");
+    outputs.emplace_back(*dt, Shape(std::vector<int64_t>(info.shape, info.shape + info.rank)));
+  }
+  std::vector<nnc_tensor> out;
+  for (Tensor& t : outputs)
+    out.push_back({t.mutableData(), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())), t.shape().rank(),
+                   t.shape().dims().data()});
+  if (api().run(m, in.data(), in.size(), out.data(), out.size()) != NNC_OK) return Status::error(api().lastError(m));
+  return outputs;
+}
+
+std::string compareTensors(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (actual.dtype() != expected.dtype())
+    return "dtype " + std::string(dtypeName(actual.dtype())) + ", expected " + std::string(dtypeName(expected.dtype()));
+  if (actual.shape() != expected.shape())
+    return "shape " + actual.shape().str() + ", expected " + expected.shape().str();
+  const bool exact = !isFloat(actual.dtype());
+  double worstExcess = 0, worstError = 0;
+  int64_t worstIndex = -1, mismatches = 0;
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    if (exact) {
+      if (actual.getInt(i) != expected.getInt(i)) {
+        if (worstIndex < 0) worstIndex = i;
+        ++mismatches;
+      }
+      continue;
+    }
+    const double a = actual.getDouble(i), e = expected.getDouble(i);
+    if (std::isnan(e) || std::isnan(a)) {
+      if (std::isnan(e) != std::isnan(a)) {
+        ++mismatches;
+        if (worstIndex < 0) worstIndex = i;
+      }
+      continue;
+    }
+    if (std::isinf(e) || std::isinf(a)) {
+      if (a != e) {
+        ++mismatches;
+        if (worstIndex < 0) worstIndex = i;
+      }
+      continue;
+    }
+    const double err = std::fabs(a - e), allowed = atol + rtol * std::fabs(e);
+    if (err > allowed) {
+      ++mismatches;
+      if (err - allowed > worstExcess) {
+        worstExcess = err - allowed;
+        worstError = err;
+        worstIndex = i;
+      }
+    }
+  }
+  if (mismatches == 0) return "";
+  char buf[256];
+  if (exact) {
+    std::snprintf(buf, sizeof buf, "%lld of %lld elements differ; first at %lld: %lld, expected %lld",
+                  static_cast<long long>(mismatches), static_cast<long long>(actual.numel()),
+                  static_cast<long long>(worstIndex), static_cast<long long>(actual.getInt(worstIndex)),
+                  static_cast<long long>(expected.getInt(worstIndex)));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld of %lld elements differ; max error %.3g at %lld: %.8g, expected %.8g",
+                  static_cast<long long>(mismatches), static_cast<long long>(actual.numel()), worstError,
+                  static_cast<long long>(worstIndex), actual.getDouble(worstIndex), expected.getDouble(worstIndex));
+  }
+  return buf;
+}
+
+}  // namespace nnc::cli

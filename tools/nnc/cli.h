@@ -1,0 +1,76 @@
+// Shared pieces of the nnc command line: option parsing, model loading (ONNX through the compiler,
+// or a compiled model.so through dlopen), tensor comparison, and the subcommand entry points.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/compiler.h"
+#include "frontend/onnx/importer.h"
+#include "ir/status.h"
+#include "ir/tensor.h"
+#include "nnc/model.h"
+
+namespace nnc::cli {
+
+struct CommonOptions {
+  CompileOptions compile;
+  onnx::ImportOptions import;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> inputs;  // --input NAME=FILE.pb
+  std::string output;                           // -o
+  std::string outputDir;                        // --output-dir
+  std::string emit;                             // --emit=ir|fused-ir|kernel-ir|llvm
+  std::string dumpGraph;                        // --dump-graph=FILE.dot
+  std::string expectPass;                       // nnc test --expect-pass=FILE
+  std::string writePassing;                     // nnc test --write-passing=FILE
+  double rtol = 1e-3, atol = 1e-7;              // nnc test (ONNX backend test defaults)
+  int shardIndex = 0, shardCount = 1;           // nnc test --shard=K/N
+  int iterations = 50, warmup = 5;              // nnc bench
+  bool json = false;
+  bool verbose = false;
+};
+
+// Parses argv[first..]; errors name the offending argument.
+Expected<CommonOptions> parseOptions(int argc, char** argv, int first);
+
+// The C ABI functions a handle is used through: this binary's own (JIT) or a model.so's (dlsym),
+// so a handle is only ever touched by the runtime that made it.
+struct ModelApi {
+  decltype(&nnc_model_num_inputs) numInputs;
+  decltype(&nnc_model_num_outputs) numOutputs;
+  decltype(&nnc_model_input_info) inputInfo;
+  decltype(&nnc_model_output_info) outputInfo;
+  decltype(&nnc_model_run) run;
+  decltype(&nnc_model_last_error) lastError;
+};
+
+// A runnable model behind the C ABI: JIT-compiled from ONNX, or a model.so.
+class LoadedModel {
+ public:
+  virtual ~LoadedModel() = default;
+  virtual nnc_model* handle() = 0;
+  virtual const ModelApi& api() const = 0;
+  virtual const CompileReport* report() const { return nullptr; }
+
+  std::vector<nnc_tensor_info> inputInfos();
+  std::vector<nnc_tensor_info> outputInfos();
+  // Runs on tensors (inputs in model order); outputs allocated from the model's info.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+};
+Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options);
+
+// "" when equal within tolerance, else a description of the worst mismatch.
+std::string compareTensors(const Tensor& actual, const Tensor& expected, double rtol, double atol);
+
+int compileCommand(const CommonOptions& o);
+int runCommand(const CommonOptions& o);
+int testCommand(const CommonOptions& o);
+int benchCommand(const CommonOptions& o);
+
+// Prints "nnc: error: <message>" and returns 1.
+int fail(const std::string& message);
+
+}  // namespace nnc::cli

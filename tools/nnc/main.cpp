@@ -1,0 +1,46 @@
+// nnc: the command line. `nnc model.onnx -o model.so` compiles like a C compiler; the subcommands
+// run, test and bench a model.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "passes/pipeline.h"
+#include "tools/nnc/cli.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: nnc MODEL.onnx -o MODEL.so [options]       compile to a shared library\n"
+    "       nnc run MODEL.onnx|MODEL.so --input NAME=FILE.pb ... [--output-dir DIR]\n"
+    "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE]\n"
+    "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--json]\n"
+    "options:\n"
+    "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
+    "  --target=cpu|cuda            code generation target (default cpu)\n"
+    "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
+    "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
+    "  --emit=ir|fused-ir|kernel-ir|llvm   print the graph before/after passes, the kernels, or LLVM IR\n"
+    "  --dump-graph=FILE.dot        write the fused graph as Graphviz\n"
+    "  --time-passes  --print-after-all  --disable-pass=NAME  --threads=N  -v\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    if (argc >= 2) {
+      std::puts("passes (in pipeline order):");
+      for (const auto& [name, description] : nnc::passes::listPasses())
+        std::printf("  %-20s %s\n", name.c_str(), description.c_str());
+    }
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string first = argv[1];
+  const bool sub = first == "run" || first == "test" || first == "bench";
+  nnc::Expected<nnc::cli::CommonOptions> options = nnc::cli::parseOptions(argc, argv, sub ? 2 : 1);
+  if (!options) return nnc::cli::fail(options.status().message());
+  if (first == "run") return nnc::cli::runCommand(*options);
+  if (first == "test") return nnc::cli::testCommand(*options);
+  if (first == "bench") return nnc::cli::benchCommand(*options);
+  return nnc::cli::compileCommand(*options);
+}
