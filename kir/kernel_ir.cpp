@@ -43,6 +43,7 @@ int64_t wrapInt(DType t, int64_t v) {
 }
 
 int64_t floorDiv(int64_t a, int64_t b) {
+  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // INT64_MIN / -1 wraps
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;

@@ -13,6 +13,13 @@ namespace nnc::passes {
 
 namespace {
 
+// Transpose's perm, with ONNX's default (reversed dims) when the attribute is absent.
+std::vector<int64_t> permutationOf(const Node* n) {
+  std::vector<int64_t> reversed;
+  for (int d = n->input(0)->shape().rank() - 1; d >= 0; --d) reversed.push_back(d);
+  return n->attrs().getInts("perm", reversed);
+}
+
 bool isIdentityPermutation(const std::vector<int64_t>& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
     if (perm[i] != static_cast<int64_t>(i)) return false;
@@ -28,7 +35,7 @@ Value* replacementFor(Node* n) {
     case OpKind::Identity: return x;
     case OpKind::Cast: return x->dtype() == y->dtype() ? x : nullptr;
     case OpKind::Reshape: return x->shape() == y->shape() ? x : nullptr;
-    case OpKind::Transpose: return isIdentityPermutation(n->attrs().getInts("perm")) ? x : nullptr;
+    case OpKind::Transpose: return isIdentityPermutation(permutationOf(n)) ? x : nullptr;
     default: return nullptr;
   }
 }
@@ -57,8 +64,8 @@ Expected<bool> simplify(Graph& graph) {
       NNC_RETURN_IF_ERROR(inferNode(*n));
       changed = true;
     } else if (n->op() == OpKind::Transpose) {
-      const std::vector<int64_t>& inner = producer->attrs().getInts("perm");
-      const std::vector<int64_t>& outer = n->attrs().getInts("perm");
+      const std::vector<int64_t> inner = permutationOf(producer);
+      const std::vector<int64_t> outer = permutationOf(n);
       std::vector<int64_t> composed(outer.size());
       for (size_t i = 0; i < outer.size(); ++i) composed[i] = inner[outer[i]];
       graph.setNodeInput(n, 0, producer->input(0));

@@ -68,8 +68,13 @@ Outs dropoutOp(NodeContext& n) {
     const Tensor* training = n.constantInput(2, "training_mode");
     if (!training) return {};
     if (training->numel() > 0 && training->getInt(0) != 0) {
-      n.fail("training mode is unsupported");
-      return {};
+      // Training mode with ratio 0 keeps every element: still the identity.
+      const Tensor* ratio = n.input(1) ? n.constantInput(1, "ratio") : nullptr;
+      if (n.failed()) return {};
+      if (!ratio || ratio->numel() != 1 || ratio->getDouble(0) != 0.0) {
+        n.fail("training mode is unsupported");
+        return {};
+      }
     }
   }
   Value* x = n.input(0);

@@ -703,10 +703,14 @@ ExprId combineScatter(KernelBuilder& kb, ScatterReduction red, DType t, ExprId d
       return castTo(kb, ct, kb.mul(castTo(kb, at, data), p));
     }
     case ScatterReduction::Max:
-    case ScatterReduction::Min:
-      // data[i] stands in for non-matching updates, so no identity value is needed.
-      return kb.reduce(red == ScatterReduction::Max ? ReduceOp::Max : ReduceOp::Min, rv,
-                       kb.select(match(rv), castTo(kb, ct, update(rv)), data));
+    case ScatterReduction::Min: {
+      // data[i] stands in for non-matching updates (so no identity value is needed), and is
+      // combined once more outside: when every update matches, the fold never sees it.
+      const bool isMax = red == ScatterReduction::Max;
+      ExprId folded = kb.reduce(isMax ? ReduceOp::Max : ReduceOp::Min, rv,
+                                kb.select(match(rv), castTo(kb, ct, update(rv)), data));
+      return kb.binary(isMax ? ExprOp::Max : ExprOp::Min, data, folded);
+    }
   }
   NNC_CHECK(false, "unhandled scatter reduction");
   return kir::kNoExpr;

@@ -80,7 +80,7 @@ std::optional<E> pick(const std::string& s, std::initializer_list<std::pair<cons
 Expected<Plan> planResize(const Node& n, const Shape& in) {
   const Attributes& a = n.attrs();
   Plan p;
-  if (a.getInt("antialias") != 0) return fail("antialias=" + std::to_string(a.getInt("antialias")) + " is not supported");
+  if (a.getInt("antialias") != 0) return fail("antialias=" + std::to_string(a.getInt("antialias")) + " is an unsupported Resize mode");
   const std::string& coordName = a.getString("coordinate_transformation_mode");
   auto coord = pick<Coord>(coordName, {{"half_pixel", Coord::HalfPixel},
                                        {"half_pixel_symmetric", Coord::HalfPixelSymmetric},

@@ -3,11 +3,15 @@
 // and closes with "N passed, N failed, N skipped". With --expect-pass=FILE, a case listed there that
 // does not pass is a regression (the conformance ratchet); --write-passing=FILE records the passes.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <cstring>
 #include <set>
 
 #include "tools/nnc/cli.h"
@@ -77,28 +81,23 @@ Expected<DataSet> readDataSet(const std::string& dir) {
   return ds;
 }
 
+// Older onnx packages store bfloat16 test data as uint16 bit patterns.
+Tensor reinterpretBF16(const Tensor& data, DType wanted) {
+  if (wanted != DType::BF16 || data.dtype() != DType::U16) return data;
+  return Tensor::fromBytes(DType::BF16, data.shape(), data.data(), data.byteSize());
+}
+
 enum class Outcome { Pass, Fail, Skip };
 struct CaseResult {
   Outcome outcome;
   std::string detail;
 };
 
-// The graph input the importer asks to bind ("... bind it with --bind NAME=FILE.pb"), or "".
-std::string inputToBind(const std::string& message) {
-  const std::string key = "--bind ";
-  size_t at = message.find(key);
-  if (at == std::string::npos) return "";
-  size_t eq = message.find('=', at);
-  if (eq == std::string::npos) return "";
-  return message.substr(at + key.size(), eq - at - key.size());
-}
-
 bool isUnsupported(const std::string& message) {
   return message.find("unsupported") != std::string::npos;
 }
 
-// Binding: the names of the model's graph inputs (in ONNX order) are needed to map input_K.pb to
-// names; the importer reports them through the graph it returns, so we import unbound first.
+// input_K.pb belongs to the K-th graph input that is not an initializer (modelInputNames).
 CaseResult runCase(const std::string& dir, const CommonOptions& o) {
   const std::string model = dir + "/model.onnx";
   std::vector<std::string> dataDirs;
@@ -122,21 +121,11 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
     if (!ds) return {Outcome::Skip, "test data: " + ds.status().message()};
     if (ds->inputs.size() > inputNames.size())
       return {Outcome::Fail, "test data has more inputs than the model"};
-    // Import, binding the inputs the importer needs as constants, one at a time.
+    // Offer every input's data; the importer binds as constants only those it needs at compile time
+    // (shapes, axes, scales...), and the rest stay runtime inputs.
     onnx::ImportOptions opts = importOptions;
-    std::set<std::string> bound;
-    Expected<std::unique_ptr<Graph>> graph = Status::error("not imported");
-    for (size_t attempt = 0; attempt <= inputNames.size(); ++attempt) {
-      graph = onnx::importModelFile(model, opts);
-      if (graph) break;
-      const std::string name = inputToBind(graph.status().message());
-      auto it = std::find(inputNames.begin(), inputNames.end(), name);
-      if (name.empty() || it == inputNames.end() || bound.count(name)) break;
-      const size_t k = static_cast<size_t>(it - inputNames.begin());
-      if (k >= ds->inputs.size()) break;
-      opts.bindings[name] = ds->inputs[k];
-      bound.insert(name);
-    }
+    for (size_t k = 0; k < ds->inputs.size(); ++k) opts.bindIfNeeded[inputNames[k]] = ds->inputs[k];
+    Expected<std::unique_ptr<Graph>> graph = onnx::importModelFile(model, opts);
     if (!graph) {
       const std::string& msg = graph.status().message();
       return {isUnsupported(msg) ? Outcome::Skip : Outcome::Fail, msg};
@@ -147,7 +136,7 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
       const size_t k = static_cast<size_t>(it - inputNames.begin());
       if (it == inputNames.end() || k >= ds->inputs.size())
         return {Outcome::Fail, "no test data for input '" + v->name() + "'"};
-      runInputs.push_back(ds->inputs[k]);
+      runInputs.push_back(reinterpretBF16(ds->inputs[k], v->dtype()));
     }
     Expected<std::unique_ptr<CompiledModel>> compiled = compileJit(**graph, o.compile);
     if (!compiled) {
@@ -160,13 +149,57 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
       return {Outcome::Fail, "model produced " + std::to_string(outputs->size()) + " outputs, expected " +
                                  std::to_string(ds->outputs.size())};
     for (size_t i = 0; i < ds->outputs.size(); ++i) {
-      std::string diff = compareTensors((*outputs)[i], ds->outputs[i], o.rtol, o.atol);
+      const Tensor expected = reinterpretBF16(ds->outputs[i], (*outputs)[i].dtype());
+      std::string diff = compareTensors((*outputs)[i], expected, o.rtol, o.atol);
       if (!diff.empty())
         return {Outcome::Fail, baseName(dataDir) + " output " + std::to_string(i) + ": " + diff};
     }
     ++passedSets;
   }
   return {Outcome::Pass, std::to_string(passedSets) + " data set(s)"};
+}
+
+constexpr unsigned kCaseTimeoutSeconds = 300;
+
+// Runs one case in a child process, so that a crash or a hang in one case is reported as that
+// case's failure and the suite goes on.
+CaseResult runCaseIsolated(const std::string& dir, const CommonOptions& o) {
+  int fds[2];
+  if (pipe(fds) != 0) return runCase(dir, o);
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return runCase(dir, o);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(kCaseTimeoutSeconds);
+    CaseResult r = runCase(dir, o);
+    std::string msg = std::string(1, static_cast<char>('0' + static_cast<int>(r.outcome))) + r.detail;
+    for (size_t off = 0; off < msg.size();) {
+      ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return {Outcome::Fail, sig == SIGALRM ? "timed out after " + std::to_string(kCaseTimeoutSeconds) + " s"
+                                          : "crashed with signal " + std::to_string(sig) + " (" + strsignal(sig) + ")"};
+  }
+  if (msg.empty()) return {Outcome::Fail, "the case exited without a result"};
+  return {static_cast<Outcome>(msg[0] - '0'), msg.substr(1)};
 }
 
 std::set<std::string> readList(const std::string& path) {
@@ -202,7 +235,7 @@ int testCommand(const CommonOptions& o) {
   std::vector<std::string> passing;
   for (const std::string& c : cases) {
     const std::string name = baseName(c);
-    CaseResult r = runCase(c, o);
+    CaseResult r = runCaseIsolated(c, o);
     const bool listed = expected.count(name) != 0;
     switch (r.outcome) {
       case Outcome::Pass:

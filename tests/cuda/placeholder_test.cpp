@@ -1,0 +1,2 @@
+#include <gtest/gtest.h>
+TEST(CudaPlaceholder, Builds) { SUCCEED(); }
