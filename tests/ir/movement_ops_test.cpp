@@ -366,7 +366,7 @@ TEST(MovementOps, ResizeCubicAndCrop) {
 TEST(MovementOps, ResizeErrors) {
   EXPECT_EQ(buildError(OpKind::Resize, {{DType::F32, {1, 1, 2, 2}}},
                        attrs({{"scales", Floats{1, 1, 2, 2}}, {"antialias", int64_t{1}}})),
-            "node 'n' (Resize): antialias=1 is not supported");
+            "node 'n' (Resize): antialias=1 is an unsupported Resize mode");
   EXPECT_EQ(buildError(OpKind::Resize, {{DType::F32, {1, 1, 2, 2}}}, attrs({{"scales", Floats{2, 2}}})),
             "node 'n' (Resize): scales has 2 values, expected 4");
   EXPECT_EQ(buildError(OpKind::Resize, {{DType::F32, {1, 1, 2, 2}}}),
