@@ -11,7 +11,7 @@ typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
 
-#define NNC_DEV static __device__ __forceinline__
+#define NNC_DEV __device__ __forceinline__
 #define NNC_F32_INF __int_as_float(0x7f800000)
 #define NNC_F32_NAN __int_as_float(0x7fc00000)
 #define NNC_F64_INF __longlong_as_double(0x7ff0000000000000LL)
