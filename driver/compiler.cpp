@@ -1,12 +1,15 @@
 // The compiler driver: passes -> partition -> plan + kernels -> LLVM -> JIT handle or model.so.
 #include "driver/compiler.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -140,8 +143,9 @@ class JitModel final : public CompiledModel {
 class TempDir {
  public:
   TempDir() {
-    char templ[] = "/tmp/nnc-XXXXXX";
-    if (char* p = mkdtemp(templ)) path_ = p;
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base ? base : "/tmp") + "/nnc-XXXXXX";
+    if (char* p = mkdtemp(templ.data())) path_ = p;
   }
   ~TempDir() {
     if (!path_.empty()) std::system(("rm -rf '" + path_ + "'").c_str());
@@ -159,10 +163,18 @@ Status writeFile(const std::string& path, const void* data, size_t size) {
   return Status::ok();
 }
 
-// Runs a command (no shell), returning its combined output on failure.
+// One shell word for `s`: single-quoted, with embedded quotes closed, escaped and reopened, so
+// that paths with quotes, spaces or `$(...)` reach the command unchanged.
+std::string shellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs a command through /bin/sh (every argument quoted), returning its combined output on failure.
 Status runCommand(const std::vector<std::string>& argv, const std::string& what) {
   std::string cmd;
-  for (const std::string& a : argv) cmd += "'" + a + "' ";
+  for (const std::string& a : argv) cmd += shellQuote(a) + " ";
   cmd += "2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return Status::error("cannot run the " + what);
@@ -221,6 +233,11 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   const std::string cxx = hostCompiler();
   NNC_RETURN_IF_ERROR(runCommand({cxx, "-c", dir + "/data.S", "-o", dir + "/data.o"}, "assembler"));
   const std::string tmpOut = outputPath + ".tmp" + std::to_string(getpid());
+  // Fail with a message that names the user's path (not a linker transcript) when it cannot be
+  // written; the linker then overwrites this empty file.
+  const int fd = ::open(tmpOut.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::error("cannot write '" + outputPath + "': " + std::strerror(errno));
+  ::close(fd);
   // nnc_model_create lives in the AOT archive and nothing references it: ask for it explicitly.
   // The version script exports exactly the C ABI.
   std::vector<std::string> link = {cxx, "-shared", "-o", tmpOut, dir + "/kernels.o", dir + "/data.o",
@@ -235,8 +252,9 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
     return linked;
   }
   if (std::rename(tmpOut.c_str(), outputPath.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
     std::remove(tmpOut.c_str());
-    return Status::error("cannot write '" + outputPath + "'");
+    return Status::error("cannot write '" + outputPath + "': " + reason);
   }
   if (report) *report = std::move(program.report);
   return Status::ok();

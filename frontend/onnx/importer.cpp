@@ -333,6 +333,7 @@ Expected<std::unique_ptr<Graph>> importModelBytes(const std::string& bytes, cons
 
 Expected<std::unique_ptr<Graph>> importModelFile(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::error(path + ": is a directory, not a model file");
   if (!std::filesystem::is_regular_file(path, ec)) return Status::error(path + ": no such model file");
   uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) return Status::error(path + ": cannot read: " + ec.message());

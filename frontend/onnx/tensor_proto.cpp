@@ -47,6 +47,15 @@ Expected<std::string> resolveExternalPath(const std::string& location, const std
     return Status::error(label + ": external data path '" + location + "' must be relative to the model's folder");
   if (baseDir.empty())
     return Status::error(label + ": external data '" + location + "' has no model folder to resolve it against");
+  // A '..' component is rejected before touching the file system, so the message never reveals
+  // whether a file outside the folder exists. Symlinks are caught by the realpath check below.
+  for (size_t start = 0; start <= location.size();) {
+    size_t end = location.find('/', start);
+    if (end == std::string::npos) end = location.size();
+    if (location.compare(start, end - start, "..") == 0 && end - start == 2)
+      return Status::error(label + ": external data path '" + location + "' escapes the model's folder");
+    start = end + 1;
+  }
   char baseReal[PATH_MAX];
   if (!::realpath(baseDir.c_str(), baseReal))
     return Status::error(label + ": cannot resolve model folder '" + baseDir + "': " + std::strerror(errno));

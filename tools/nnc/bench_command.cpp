@@ -42,11 +42,29 @@ Tensor randomTensor(const nnc_tensor_info& info, std::mt19937& rng) {
   return t;
 }
 
+// The 1-minute load average as the kernel prints it, or "null" where unknown (a JSON value either way).
 std::string loadAverage() {
   std::ifstream f("/proc/loadavg");
   std::string one;
   f >> one;
-  return one.empty() ? "?" : one;
+  return one.empty() || one.find_first_not_of("0123456789.") != std::string::npos ? "null" : one;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 Expected<Timing> measure(const std::string& path, const CommonOptions& base, int optLevel, const std::string& label,
@@ -56,7 +74,16 @@ Expected<Timing> measure(const std::string& path, const CommonOptions& base, int
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, loadModel(path, o));
   if (inputs->empty()) {
     std::mt19937 rng(42);
-    for (const nnc_tensor_info& info : model->inputInfos()) inputs->push_back(randomTensor(info, rng));
+    // --input NAME=FILE.pb pins an input (so other runtimes can be timed on the same data); the rest are random.
+    for (const nnc_tensor_info& info : model->inputInfos()) {
+      auto it = base.inputs.find(info.name);
+      if (it == base.inputs.end()) {
+        inputs->push_back(randomTensor(info, rng));
+        continue;
+      }
+      NNC_ASSIGN_OR_RETURN(Tensor t, onnx::readTensorFile(it->second));
+      inputs->push_back(std::move(t));
+    }
   }
   Timing t;
   t.label = label;
@@ -79,6 +106,9 @@ Expected<Timing> measure(const std::string& path, const CommonOptions& base, int
 int benchCommand(const CommonOptions& o) {
   if (o.positional.size() != 1) return fail("nnc bench expects one model");
   const std::string& path = o.positional[0];
+  if (path.size() >= 3 && path.compare(path.size() - 3, 3, ".so") == 0)
+    return fail(path + ": nnc bench compiles the model twice (eager and fused), so it needs the .onnx file");
+  if (o.iterations < 1) return fail("--iterations must be at least 1");
   const int fusedLevel = o.compile.optLevel == 0 ? 2 : o.compile.optLevel;
   const std::string loadBefore = loadAverage();
   std::vector<Tensor> inputs;
@@ -93,8 +123,10 @@ int benchCommand(const CommonOptions& o) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const double speedup = timings[1].percentile(0.5) > 0 ? timings[0].percentile(0.5) / timings[1].percentile(0.5) : 0;
   if (o.json) {
-    std::printf("{\"model\": \"%s\", \"cores\": %ld, \"load_before\": %s, \"load_after\": %s, \"iterations\": %d, \"runs\": [",
-                path.c_str(), cores, loadBefore.c_str(), loadAverage().c_str(), o.iterations);
+    std::printf("{\"model\": %s, \"cores\": %ld, \"threads\": %d, \"load_before\": %s, \"load_after\": %s, "
+                "\"iterations\": %d, \"warmup\": %d, \"runs\": [",
+                jsonString(path).c_str(), cores, o.compile.numThreads, loadBefore.c_str(), loadAverage().c_str(),
+                o.iterations, o.warmup);
     for (size_t i = 0; i < timings.size(); ++i) {
       const Timing& t = timings[i];
       std::printf("%s{\"label\": \"%s\", \"opt_level\": %d, \"kernels\": %d, \"bytes_moved\": %llu, \"median_ms\": %.6f, "

@@ -3,10 +3,13 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+
+#include "passes/pipeline.h"
 
 namespace nnc::cli {
 
@@ -17,18 +20,28 @@ int fail(const std::string& message) {
 
 namespace {
 
+// "1x3x224x224", or "scalar" for rank 0; `arg` (the whole "--shape NAME=DIMS") prefixes errors.
 Expected<Shape> parseDims(const std::string& text, const std::string& arg) {
+  if (text == "scalar") return Shape(std::vector<int64_t>{});
+  const Status bad = Status::error(arg + ": bad dims '" + text + "' (expected e.g. 1x3x224x224, or scalar)");
+  // getline drops a trailing empty part ("2x"), so check the ends here.
+  if (text.empty() || text.back() == 'x') return bad;
   std::vector<int64_t> dims;
   std::stringstream ss(text);
   std::string part;
   while (std::getline(ss, part, 'x')) {
     char* end = nullptr;
     long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end || v < 0) return Status::error("bad dims '" + text + "' in " + arg);
+    if (part.empty() || *end || v < 0 || !std::isdigit(static_cast<unsigned char>(part[0]))) return bad;
     dims.push_back(v);
   }
-  if (text == "scalar") dims.clear();
   return Shape(dims);
+}
+
+// A whole non-negative decimal number, or -1.
+int parseCount(const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::atoi(text.c_str());
 }
 
 // Splits "NAME=VALUE"; error naming the argument otherwise.
@@ -61,6 +74,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
     auto is = [&](const std::string& flag) { return arg == flag || arg.rfind(flag + "=", 0) == 0; };
     if (arg == "-O0" || arg == "-O1" || arg == "-O2" || arg == "-O3") {
       o.compile.optLevel = arg[2] - '0';
+    } else if (arg.rfind("-O", 0) == 0) {
+      return Status::error("unknown optimisation level '" + arg + "' (use -O0 to -O3)");
     } else if (arg == "-o") {
       NNC_ASSIGN_OR_RETURN(o.output, value("-o"));
     } else if (is("--target")) {
@@ -68,17 +83,20 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
     } else if (is("--shape")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shape"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--shape"));
-      NNC_ASSIGN_OR_RETURN(Shape s, parseDims(kv.second, "--shape"));
-      o.import.shapeOverrides[kv.first] = s;
+      NNC_ASSIGN_OR_RETURN(Shape s, parseDims(kv.second, "--shape " + v));
+      if (!o.import.shapeOverrides.emplace(kv.first, s).second)
+        return Status::error("--shape given twice for '" + kv.first + "'");
     } else if (is("--bind")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--bind"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--bind"));
       NNC_ASSIGN_OR_RETURN(Tensor t, onnx::readTensorFile(kv.second));
-      o.import.bindings[kv.first] = t;
+      if (!o.import.bindings.emplace(kv.first, t).second)
+        return Status::error("--bind given twice for '" + kv.first + "'");
     } else if (is("--input")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--input"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--input"));
-      o.inputs[kv.first] = kv.second;
+      if (!o.inputs.emplace(kv.first, kv.second).second)
+        return Status::error("--input given twice for '" + kv.first + "'");
     } else if (is("--output-dir")) {
       NNC_ASSIGN_OR_RETURN(o.outputDir, value("--output-dir"));
     } else if (is("--emit")) {
@@ -89,6 +107,10 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.dumpGraph, value("--dump-graph"));
     } else if (is("--disable-pass")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--disable-pass"));
+      // A misspelt name would otherwise disable nothing, silently.
+      bool known = false;
+      for (const auto& entry : passes::listPasses()) known |= entry.first == v;
+      if (!known) return Status::error("--disable-pass: unknown pass '" + v + "' (nnc --help lists the passes)");
       o.compile.disabledPasses.push_back(v);
     } else if (is("--expect-pass")) {
       NNC_ASSIGN_OR_RETURN(o.expectPass, value("--expect-pass"));
@@ -109,8 +131,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
     } else if (is("--shard")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shard"));
       size_t slash = v.find('/');
-      int k = slash == std::string::npos ? -1 : std::atoi(v.substr(0, slash).c_str());
-      int n = slash == std::string::npos ? 0 : std::atoi(v.substr(slash + 1).c_str());
+      int k = slash == std::string::npos ? -1 : parseCount(v.substr(0, slash));
+      int n = slash == std::string::npos ? 0 : parseCount(v.substr(slash + 1));
       if (n < 1 || k < 0 || k >= n) return Status::error("--shard expects K/N with 0 <= K < N, got '" + v + "'");
       o.shardIndex = k;
       o.shardCount = n;

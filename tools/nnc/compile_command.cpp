@@ -1,5 +1,10 @@
 // `nnc MODEL.onnx -o MODEL.so`: import, compile, write the shared library (or print --emit output).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -7,10 +12,29 @@
 
 namespace nnc::cli {
 
+namespace {
+
+// Checked before compiling, so that a bad -o or --dump-graph path fails at once with a plain
+// message rather than after the whole compile as a linker error.
+Status checkWritable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::error("cannot write '" + path + "': Is a directory");
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  if (access(parent.c_str(), W_OK) != 0) return Status::error("cannot write '" + path + "': " + std::strerror(errno));
+  return Status::ok();
+}
+
+}  // namespace
+
 int compileCommand(const CommonOptions& o) {
   if (o.positional.size() != 1) return fail("expected exactly one model file (see nnc --help)");
   const std::string& path = o.positional[0];
-  if (o.output.empty() && o.emit.empty()) return fail("no output file: give -o MODEL.so or --emit=...");
+  if (o.output.empty() && o.emit.empty() && o.dumpGraph.empty())
+    return fail("no output file: give -o MODEL.so, --emit=... or --dump-graph=FILE.dot");
+  for (const std::string* out : {&o.output, &o.dumpGraph})
+    if (!out->empty())
+      if (Status s = checkWritable(*out); !s) return fail(s.message());
   Expected<std::unique_ptr<Graph>> graph = onnx::importModelFile(path, o.import);
   if (!graph) return fail(graph.status().message());
   CompileOptions options = o.compile;
@@ -32,7 +56,14 @@ int compileCommand(const CommonOptions& o) {
   if (!o.dumpGraph.empty()) {
     std::ofstream dot(o.dumpGraph);
     dot << report.dot;
-    if (!dot) return fail("cannot write '" + o.dumpGraph + "'");
+    dot.close();
+    if (!dot) {
+      // A failed run leaves no output behind, the library included.
+      const std::string why = std::strerror(errno);
+      std::remove(o.dumpGraph.c_str());
+      if (!o.output.empty()) std::remove(o.output.c_str());
+      return fail("cannot write '" + o.dumpGraph + "': " + why);
+    }
   }
   if (o.verbose)
     std::fprintf(stderr, "nnc: %d kernels, %d host steps, arena %llu bytes, weights %llu bytes\n", report.numKernels,

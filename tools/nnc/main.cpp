@@ -12,7 +12,7 @@ namespace {
 const char kUsage[] =
     "usage: nnc MODEL.onnx -o MODEL.so [options]       compile to a shared library\n"
     "       nnc run MODEL.onnx|MODEL.so --input NAME=FILE.pb ... [--output-dir DIR]\n"
-    "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE]\n"
+    "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE] [--shard=K/N]\n"
     "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--json]\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
@@ -21,7 +21,7 @@ const char kUsage[] =
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
     "  --emit=ir|fused-ir|kernel-ir|llvm   print the graph before/after passes, the kernels, or LLVM IR\n"
     "  --dump-graph=FILE.dot        write the fused graph as Graphviz\n"
-    "  --time-passes  --print-after-all  --disable-pass=NAME  --threads=N  -v\n";
+    "  --time-passes  --print-after-all  --verify-each  --disable-pass=NAME  --threads=N  -v\n";
 
 }  // namespace
 

@@ -1,8 +1,8 @@
 // `nnc run MODEL --input NAME=FILE.pb ... --output-dir DIR`: runs a model on TensorProto files and
-// writes each output as DIR/<output name>.pb.
-#include <sys/stat.h>
-
+// writes each output as DIR/<output name>.pb ('/' in a name becomes '_').
 #include <cstdio>
+#include <filesystem>
+#include <set>
 
 #include "tools/nnc/cli.h"
 
@@ -27,10 +27,24 @@ int runCommand(const CommonOptions& o) {
   Expected<std::vector<Tensor>> outputs = m.run(inputs);
   if (!outputs) return fail(outputs.status().message());
   const std::string dir = o.outputDir.empty() ? "." : o.outputDir;
-  mkdir(dir.c_str(), 0755);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    return fail("cannot create output directory '" + dir + "': " + (ec ? ec.message() : "not a directory"));
   std::vector<nnc_tensor_info> infos = m.outputInfos();
+  // Value names are not file names: TensorFlow exports name them "dense/BiasAdd:0".
+  std::vector<std::string> files;
+  std::set<std::string> taken;
+  for (const nnc_tensor_info& info : infos) {
+    std::string file = info.name;
+    for (char& c : file)
+      if (c == '/') c = '_';
+    if (!taken.insert(file).second)
+      return fail("two outputs would both be written to '" + dir + "/" + file + ".pb'");
+    files.push_back(file);
+  }
   for (size_t i = 0; i < outputs->size(); ++i) {
-    const std::string path = dir + "/" + infos[i].name + ".pb";
+    const std::string path = dir + "/" + files[i] + ".pb";
     Status s = onnx::writeTensorFile(path, (*outputs)[i], infos[i].name);
     if (!s) return fail(s.message());
     if (o.verbose) std::printf("%s: %s\n", path.c_str(), (*outputs)[i].summary().c_str());

@@ -220,7 +220,10 @@ int testCommand(const CommonOptions& o) {
   std::vector<std::string> cases;
   for (const std::string& d : o.positional) {
     if (!isDirectory(d)) return fail("'" + d + "' is not a directory");
+    const size_t before = cases.size();
     collectCases(d, cases);
+    // A mistyped directory would otherwise "pass" with 0 cases.
+    if (cases.size() == before) return fail("no test cases (a folder with model.onnx) in '" + d + "'");
   }
   std::vector<std::string> shard;
   for (size_t i = 0; i < cases.size(); ++i)
@@ -261,6 +264,8 @@ int testCommand(const CommonOptions& o) {
   if (!o.writePassing.empty()) {
     std::ofstream f(o.writePassing);
     for (const std::string& n : passing) f << n << "\n";
+    f.close();
+    if (!f) return fail("cannot write '" + o.writePassing + "'");
   }
   if (!o.expectPass.empty()) {
     std::printf("%d regressions against %s\n", regressions, o.expectPass.c_str());

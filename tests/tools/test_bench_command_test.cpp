@@ -1,0 +1,251 @@
+// `nnc test` on generated case directories (pass, wrong expected data, unsupported op, the
+// --expect-pass ratchet, --write-passing, --shard) and `nnc bench` (table rows and --json).
+#include <algorithm>
+#include <fstream>
+
+#include "tests/tools/nnc_cli_util.h"
+
+namespace nnc::testing {
+namespace {
+
+class TestCommand : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(dir.path().empty()); }
+  RunResult nnc(const std::vector<std::string>& args) { return runNnc(args, dir.path()); }
+
+  // cases/NAME/model.onnx + test_data_set_0 with inputs x, y and the expected output z.
+  void addCase(const std::string& name, const OnnxModel& model, const std::vector<double>& expected) {
+    const std::string c = dir / ("cases/" + name);
+    writeFile(c + "/model.onnx", model.bytes());
+    writeFile(c + "/test_data_set_0/input_0.pb", floatTensorBytes("x", {2, 3}, kX));
+    writeFile(c + "/test_data_set_0/input_1.pb", floatTensorBytes("y", {2, 3}, kY));
+    writeFile(c + "/test_data_set_0/output_0.pb",
+              floatTensorBytes("z", {2, 3}, std::vector<float>(expected.begin(), expected.end())));
+  }
+  void addGoodCase(const std::string& name) { addCase(name, addReluMulModel(), addReluMulExpected(kX, kY)); }
+  void addWrongCase(const std::string& name) {
+    std::vector<double> wrong = addReluMulExpected(kX, kY);  // {0.75, 0, 10, 0, -4, 0}
+    wrong[4] = -3.5;
+    addCase(name, addReluMulModel(), wrong);
+  }
+  void addUnsupportedCase(const std::string& name) {
+    OnnxModel m;
+    m.input("x", {2, 3});
+    m.input("y", {2, 3});
+    m.node("NonZero", {"x"}, {"z"}, "nz1");
+    m.output("z");
+    addCase(name, m, addReluMulExpected(kX, kY));
+  }
+
+  ScratchDir dir;
+};
+
+TEST_F(TestCommand, PassingCase) {
+  addGoodCase("test_good");
+  RunResult r = nnc({"test", "cases/test_good"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  EXPECT_EQ(r.out, "PASS test_good\n1 passed, 0 failed, 0 skipped\n") << r;
+}
+
+TEST_F(TestCommand, WrongExpectedDataFailsWithMaxError) {
+  addWrongCase("test_wrong");
+  RunResult r = nnc({"test", "cases"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.out,
+                       "FAIL test_wrong: test_data_set_0 output 0: 1 of 6 elements differ; "
+                       "max error 0.5 at 4: -4, expected -3.5\n"))
+      << r;
+  EXPECT_TRUE(contains(r.out, "0 passed, 1 failed, 0 skipped\n")) << r;
+}
+
+TEST_F(TestCommand, ToleranceFlagsWiden) {
+  addWrongCase("test_wrong");
+  RunResult r = nnc({"test", "cases", "--atol=0.6"});
+  EXPECT_EQ(r.exitCode, 0) << r;
+  EXPECT_TRUE(contains(r.out, "PASS test_wrong\n")) << r;
+}
+
+TEST_F(TestCommand, UnsupportedOpIsSkippedWithTheOpNamed) {
+  addGoodCase("test_good");
+  addUnsupportedCase("test_nonzero");
+  RunResult r = nnc({"test", "cases"});
+  EXPECT_EQ(r.exitCode, 0) << r;  // a skip is not a failure
+  EXPECT_TRUE(contains(r.out, "SKIP test_nonzero: ")) << r;
+  EXPECT_TRUE(contains(r.out, "node 'nz1' (NonZero): unsupported operator NonZero")) << r;
+  EXPECT_TRUE(contains(r.out, "1 passed, 0 failed, 1 skipped\n")) << r;
+}
+
+TEST_F(TestCommand, ListedCaseThatFailsIsARegression) {
+  addGoodCase("test_good");
+  addWrongCase("test_wrong");
+  writeFile(dir / "passing.txt", "# cases that must pass\ntest_good\ntest_wrong\n");
+  RunResult r = nnc({"test", "cases", "--expect-pass=passing.txt"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.out, "REGRESSION test_wrong: listed in passing.txt as passing\n")) << r;
+  EXPECT_FALSE(contains(r.out, "REGRESSION test_good")) << r;
+  EXPECT_TRUE(contains(r.out, "1 regressions against passing.txt\n")) << r;
+}
+
+TEST_F(TestCommand, UnlistedFailureIsNotARegression) {
+  addGoodCase("test_good");
+  addWrongCase("test_wrong");
+  writeFile(dir / "passing.txt", "test_good\n");
+  RunResult r = nnc({"test", "cases", "--expect-pass", "passing.txt"});
+  EXPECT_EQ(r.exitCode, 0) << r;
+  EXPECT_TRUE(contains(r.out, "FAIL test_wrong")) << r;
+  EXPECT_TRUE(contains(r.out, "0 regressions against passing.txt\n")) << r;
+}
+
+TEST_F(TestCommand, MissingExpectPassFileIsNamed) {
+  addGoodCase("test_good");
+  RunResult r = nnc({"test", "cases", "--expect-pass=nothere.txt"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.err, "nnc: error: cannot read 'nothere.txt'")) << r;
+}
+
+TEST_F(TestCommand, WritePassingRecordsPasses) {
+  addGoodCase("test_a");
+  addWrongCase("test_b");
+  addGoodCase("test_c");
+  RunResult r = nnc({"test", "cases", "--write-passing=passing.txt"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_EQ(readFile(dir / "passing.txt"), "test_a\ntest_c\n");
+}
+
+TEST_F(TestCommand, UnwritablePassingListIsAnError) {
+  addGoodCase("test_a");
+  RunResult r = nnc({"test", "cases", "--write-passing=nodir/passing.txt"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.out, "PASS test_a\n")) << r;
+  EXPECT_TRUE(contains(r.err, "nnc: error: cannot write 'nodir/passing.txt'")) << r;
+}
+
+// The case names on PASS/FAIL/SKIP lines of `out`.
+std::vector<std::string> caseNames(const std::string& out) {
+  std::vector<std::string> names;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    for (const char* prefix : {"PASS ", "FAIL ", "SKIP "})
+      if (line.rfind(prefix, 0) == 0)
+        names.push_back(line.substr(5, line.find(':') == std::string::npos ? std::string::npos : line.find(':') - 5));
+  }
+  return names;
+}
+
+TEST_F(TestCommand, ShardsSplitTheCases) {
+  for (const char* name : {"test_a", "test_b", "test_c"}) addGoodCase(name);
+  RunResult s0 = nnc({"test", "cases", "--shard=0/2"});
+  RunResult s1 = nnc({"test", "cases", "--shard", "1/2"});
+  ASSERT_EQ(s0.exitCode, 0) << s0;
+  ASSERT_EQ(s1.exitCode, 0) << s1;
+  EXPECT_EQ(caseNames(s0.out), (std::vector<std::string>{"test_a", "test_c"})) << s0;
+  EXPECT_EQ(caseNames(s1.out), (std::vector<std::string>{"test_b"})) << s1;
+  EXPECT_TRUE(contains(s1.out, "1 passed, 0 failed, 0 skipped\n")) << s1;
+}
+
+TEST_F(TestCommand, BadShardIsRejected) {
+  addGoodCase("test_a");
+  for (const char* shard : {"2/2", "a/2", "1/x", "1", "-1/2"}) {
+    RunResult r = nnc({"test", "cases", std::string("--shard=") + shard});
+    EXPECT_EQ(r.exitCode, 1) << shard << "\n" << r;
+    EXPECT_TRUE(contains(r.err, "nnc: error: --shard expects K/N with 0 <= K < N, got '" + std::string(shard) + "'"))
+        << r;
+  }
+}
+
+TEST_F(TestCommand, DirectoryWithoutCasesIsAnError) {
+  std::filesystem::create_directories(dir / "empty");
+  RunResult r = nnc({"test", "empty"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.err, "nnc: error: no test cases (a folder with model.onnx) in 'empty'")) << r;
+  RunResult missing = nnc({"test", "nothere"});
+  EXPECT_EQ(missing.exitCode, 1) << missing;
+  EXPECT_TRUE(contains(missing.err, "nnc: error: 'nothere' is not a directory")) << missing;
+}
+
+class BenchCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir.path().empty());
+    writeFile(dir / "model.onnx", addReluMulModel().bytes());
+  }
+  RunResult nnc(const std::vector<std::string>& args) { return runNnc(args, dir.path()); }
+  ScratchDir dir;
+};
+
+TEST_F(BenchCommand, PrintsEagerAndFusedRows) {
+  RunResult r = nnc({"bench", "model.onnx", "--iterations=3", "--warmup=1"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  EXPECT_TRUE(contains(r.out, "3 iterations after 1 warm-up")) << r.out;
+  // label, kernels, bytes moved, median, p10, p90
+  static const std::regex eager(R"(eager \(-O0\)\s+3\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\n)");
+  static const std::regex fused(R"(fused \(-O2\)\s+1\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\n)");
+  EXPECT_TRUE(std::regex_search(r.out, eager)) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, fused)) << r.out;
+  EXPECT_TRUE(contains(r.out, "fused vs eager: ")) << r.out;
+}
+
+TEST_F(BenchCommand, JsonParsesWithTheDocumentedKeys) {
+  RunResult r = nnc({"bench", "model.onnx", "--iterations=3", "--warmup=1", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  JsonReader reader(r.out);
+  std::unique_ptr<Json> json = reader.parse();
+  ASSERT_TRUE(json) << reader.error() << "\n" << r.out;
+  ASSERT_EQ(json->kind, Json::Object);
+  for (const char* key : {"model", "cores", "load_before", "load_after", "iterations", "runs", "speedup_median"})
+    EXPECT_TRUE(json->has(key)) << key;
+  EXPECT_EQ((*json)["model"].string, "model.onnx");
+  EXPECT_EQ((*json)["iterations"].number, 3);
+  const Json& runs = (*json)["runs"];
+  ASSERT_EQ(runs.kind, Json::Array);
+  ASSERT_EQ(runs.array.size(), 2u);
+  for (const Json& run : runs.array)
+    for (const char* key : {"label", "opt_level", "kernels", "bytes_moved", "median_ms", "p10_ms", "p90_ms", "min_ms"})
+      EXPECT_TRUE(run.has(key)) << key;
+  EXPECT_EQ(runs.array[0]["label"].string, "eager (-O0)");
+  EXPECT_EQ(runs.array[0]["opt_level"].number, 0);
+  EXPECT_EQ(runs.array[0]["kernels"].number, 3);
+  EXPECT_EQ(runs.array[1]["label"].string, "fused (-O2)");
+  EXPECT_EQ(runs.array[1]["kernels"].number, 1);
+  EXPECT_LE(runs.array[1]["min_ms"].number, runs.array[1]["median_ms"].number);
+  EXPECT_LE(runs.array[1]["p10_ms"].number, runs.array[1]["p90_ms"].number);
+}
+
+TEST_F(BenchCommand, JsonEscapesTheModelPath) {
+  writeFile(dir / "we\"ird\\name.onnx", addReluMulModel().bytes());
+  RunResult r = nnc({"bench", "we\"ird\\name.onnx", "--iterations=1", "--warmup=0", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  JsonReader reader(r.out);
+  std::unique_ptr<Json> json = reader.parse();
+  ASSERT_TRUE(json) << reader.error() << "\n" << r.out;
+  EXPECT_EQ((*json)["model"].string, "we\"ird\\name.onnx");
+}
+
+TEST_F(BenchCommand, RejectsZeroIterationsAndPrecompiledLibraries) {
+  RunResult zero = nnc({"bench", "model.onnx", "--iterations=0"});
+  EXPECT_EQ(zero.exitCode, 1) << zero;
+  EXPECT_TRUE(contains(zero.err, "nnc: error: --iterations must be at least 1")) << zero;
+  ASSERT_EQ(nnc({"model.onnx", "-o", "model.so"}).exitCode, 0);
+  RunResult so = nnc({"bench", "model.so", "--iterations=1"});
+  EXPECT_EQ(so.exitCode, 1) << so;
+  EXPECT_TRUE(contains(so.err,
+                       "nnc: error: model.so: nnc bench compiles the model twice (eager and fused), so it "
+                       "needs the .onnx file"))
+      << so;
+}
+
+TEST_F(BenchCommand, ModelErrorsAreNamed) {
+  OnnxModel m;
+  m.input("x", {-1, 3});
+  m.node("Relu", {"x"}, {"z"}, "r1");
+  m.output("z");
+  writeFile(dir / "sym.onnx", m.bytes());
+  RunResult r = nnc({"bench", "sym.onnx", "--iterations=1"});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.err, "nnc: error: sym.onnx: input 'x' has symbolic dim 'N'; give --shape x=")) << r;
+  RunResult ok = nnc({"bench", "sym.onnx", "--iterations=1", "--warmup=0", "--shape", "x=2x3"});
+  EXPECT_EQ(ok.exitCode, 0) << ok;
+}
+
+}  // namespace
+}  // namespace nnc::testing
