@@ -30,7 +30,9 @@ Status checkArity(const Node& node, const OpDef& def) {
   if (m < def.minOutputs || m > def.maxOutputs)
     return Status::error(node.diagPrefix() + "expects " + arityText(def.minOutputs, def.maxOutputs, "output") +
                          ", got " + std::to_string(m));
-  for (int i = 0; i < def.minInputs; ++i)
+  // Variadic inputs (Sum, Max, Concat, ...) are never optional: lowering reads each of them.
+  int required = def.maxInputs >= (1 << 20) ? n : def.minInputs;
+  for (int i = 0; i < required; ++i)
     if (!node.input(i)) return Status::error(node.diagPrefix() + "input " + std::to_string(i) + " is required");
   return Status::ok();
 }

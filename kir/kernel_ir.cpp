@@ -339,12 +339,12 @@ Kernel KernelBuilder::finish() {
 std::string Kernel::str() const {
   std::ostringstream os;
   auto loopStr = [&](const Loop& l) {
-    std::string s = "[";
-    for (size_t i = 0; i < l.extents.size(); ++i) {
-      if (i) s += ", ";
-      s += "v" + std::to_string(exprs[l.vars[i]].ival) + "<" + std::to_string(l.extents[i]);
-    }
-    return s + "]";
+    std::ostringstream ls;  // a stream, not string +: GCC 12 -Wrestrict false positive at -O3
+    ls << "[";
+    for (size_t i = 0; i < l.extents.size(); ++i)
+      ls << (i ? ", " : "") << "v" << exprs[l.vars[i]].ival << "<" << l.extents[i];
+    ls << "]";
+    return ls.str();
   };
   os << "kernel " << name << "(";
   for (size_t i = 0; i < params.size(); ++i) {

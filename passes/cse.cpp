@@ -34,6 +34,10 @@ Expected<bool> eliminateCommonSubexpressions(Graph& graph) {
   // Candidates bucketed by (op, first input) keep the scan near-linear.
   std::map<std::pair<OpKind, const Value*>, std::vector<Node*>> seen;
   for (Node* n : graph.nodes()) {
+    // A dead node (a twin merged by an earlier run) is left to DCE; merging it would change nothing.
+    bool live = false;
+    for (const Value* v : n->outputs()) live |= !v->users().empty() || v->isGraphOutput();
+    if (!live) continue;
     const Value* key = n->numInputs() > 0 && n->input(0) && !n->input(0)->isConstant() ? n->input(0) : nullptr;
     auto& bucket = seen[{n->op(), key}];
     Node* twin = nullptr;

@@ -31,6 +31,7 @@ bool rereadsInputs(OpKind op) {
     case OpKind::Einsum:
     case OpKind::Conv:
     case OpKind::ConvTranspose:
+    case OpKind::DeformConv:
     case OpKind::MaxPool:
     case OpKind::AveragePool:
     case OpKind::LpPool:
@@ -155,7 +156,8 @@ class Partitioner {
 
   void tryPrologues(Node* n) {
     for (Value* in : n->inputs()) {
-      if (!in || !in->producer()) continue;
+      // An input already in n's group (n joined as its epilogue) is fused, not a rejected candidate.
+      if (!in || !in->producer() || groupOf(in->producer()) == groupOf(n)) continue;
       FusionDecision d = canInline(n, in);
       if (!d.ok) {
         reject(n, "not inlining " + in->name() + ": " + d.reason);

@@ -50,6 +50,16 @@ std::vector<std::pair<std::string, std::string>> listPasses() {
 }
 
 Status runPipeline(Graph& graph, const PipelineOptions& options) {
+  // A misspelt --disable-pass would otherwise be silently ignored.
+  for (const std::string& d : options.disabledPasses) {
+    bool known = false;
+    std::string names;
+    for (const PipelineEntry& e : kPipeline) {
+      known |= d == e.name;
+      names += (names.empty() ? "" : ", ") + std::string(e.name);
+    }
+    if (!known) return Status::error("unknown pass '" + d + "' in --disable-pass (passes: " + names + ")");
+  }
   if (options.verifyEachPass) NNC_RETURN_IF_ERROR(verifyGraph(graph).withContext("before the pipeline: "));
   for (const PipelineEntry& e : kPipeline) {
     if (options.optLevel < e.minOptLevel || disabled(options, e.name)) continue;

@@ -40,25 +40,39 @@ Value* replacementFor(Node* n) {
   }
 }
 
+// Replaces `n`'s result by the value it equals, when there is one and the output rule allows it.
+bool removeIfTrivial(Graph& graph, Node* n) {
+  Value* x = replacementFor(n);
+  if (!x) return false;
+  Value* y = n->output(0);
+  if (y->isGraphOutput() && (x->isGraphInput() || x->isConstant() || x->isGraphOutput())) return false;
+  graph.replaceAllUsesWith(y, x);
+  return true;
+}
+
 }  // namespace
 
 Expected<bool> simplify(Graph& graph) {
   bool changed = false;
   for (Node* n : graph.nodes()) {
     Value* y = n->numOutputs() == 1 ? n->output(0) : nullptr;
-    if (!y) continue;
-    if (Value* x = replacementFor(n)) {
-      if (y->isGraphOutput() && (x->isGraphInput() || x->isConstant() || x->isGraphOutput())) continue;
-      graph.replaceAllUsesWith(y, x);
-      changed = true;
+    // Dead nodes (often ones an earlier round bypassed) are left to DCE: rewriting them changes
+    // nothing, and reporting it would keep the fixpoint loop from ever settling.
+    if (!y || (y->users().empty() && !y->isGraphOutput())) continue;
+    if (replacementFor(n)) {
+      changed |= removeIfTrivial(graph, n);
       continue;
     }
     Node* producer = n->input(0) ? n->input(0)->producer() : nullptr;
     if (!producer || producer->op() != n->op()) continue;
     if (n->op() == OpKind::Reshape) {
-      // Reshape(Reshape(x), s) == Reshape(x, s): shapes here are static and fully resolved.
+      // Reshape(Reshape(x), s) == Reshape(x, s): shapes here are static and fully resolved. A 0 in
+      // them is an empty dim, not "copy the input's dim", so such shapes need allowzero.
       Attributes attrs;
       attrs.set("shape", y->shape().dims());
+      bool hasZero = false;
+      for (int64_t d : y->shape().dims()) hasZero |= d == 0;
+      attrs.set("allowzero", int64_t{hasZero ? 1 : 0});
       graph.setNodeInput(n, 0, producer->input(0));
       n->attrs() = attrs;
       NNC_RETURN_IF_ERROR(inferNode(*n));
@@ -72,7 +86,11 @@ Expected<bool> simplify(Graph& graph) {
       n->attrs().set("perm", composed);
       NNC_RETURN_IF_ERROR(inferNode(*n));
       changed = true;
+    } else {
+      continue;
     }
+    // The merged node may now be a no-op (T(T(x)) with inverse perms, a reshape back to x's shape).
+    removeIfTrivial(graph, n);
   }
   return changed;
 }

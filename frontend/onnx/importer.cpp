@@ -234,6 +234,7 @@ class Importer {
     if (opset_ == 0)
       return Status::error("model declares no opset for the default ONNX domain (opset_import), which " +
                            nodeLabel(node) + " uses");
+    if (node.op_type() == "If") return importIf(node);
     const OpHandler* handler = findHandler(node.op_type());
     if (!handler && !opFromName(node.op_type()))
       return Status::error(nodeLabel(node) + ": unsupported operator " + node.op_type());
@@ -271,6 +272,50 @@ class Importer {
       Value* v = i < static_cast<int>(outs.size()) ? outs[i] : nullptr;
       if (!v) return Status::error(ctx.prefix() + "output '" + out + "' (output " + std::to_string(i) + ") is unsupported");
       define(out, v);
+    }
+    return Status::ok();
+  }
+
+  // If with a compile-time condition (typically a rank or size test in an expanded function body):
+  // the taken branch's nodes are imported inline, seeing the outer scope, and its outputs become
+  // the If's. Names the branch defines are dropped again afterwards.
+  Status importIf(const ::onnx::NodeProto& node) {
+    auto it = node.input_size() > 0 ? values_.find(node.input(0)) : values_.end();
+    if (it == values_.end()) return Status::error(nodeLabel(node) + ": missing input 'cond'");
+    NodeContext ctx(node, opset_, builder_, {it->second}, {});
+    const Tensor* cond = ctx.constantInput(0, "cond");
+    if (!cond) {
+      neededBinding_ = ctx.neededBinding();
+      return ctx.status();
+    }
+    if (cond->numel() != 1)
+      return Status::error(ctx.prefix() + "cond has shape " + cond->shape().str() + ", expected one element");
+    const std::string branchName = cond->getInt(0) != 0 ? "then_branch" : "else_branch";
+    const ::onnx::GraphProto* branch = nullptr;
+    for (const auto& a : node.attribute())
+      if (a.name() == branchName && a.has_g()) branch = &a.g();
+    if (!branch) return Status::error(ctx.prefix() + "missing graph attribute '" + branchName + "'");
+    if (branch->initializer_size() > 0 || branch->sparse_initializer_size() > 0)
+      return Status::error(ctx.prefix() + branchName + " has initializers, which are unsupported");
+    if (branch->output_size() < node.output_size())
+      return Status::error(ctx.prefix() + branchName + " has " + std::to_string(branch->output_size()) +
+                           " outputs, expected " + std::to_string(node.output_size()));
+    std::map<std::string, Value*> outer = values_;
+    NNC_ASSIGN_OR_RETURN(std::vector<int> order, nodeOrder(*branch));
+    for (int i : order) NNC_RETURN_IF_ERROR(importNode(branch->node(i)));
+    std::vector<Value*> outs;
+    for (const auto& vi : branch->output()) {
+      auto found = values_.find(vi.name());
+      if (found == values_.end())
+        return Status::error(ctx.prefix() + branchName + " output '" + vi.name() + "' is not defined");
+      outs.push_back(found->second);
+    }
+    values_ = std::move(outer);
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      // A value named inside the branch takes the If's output name, which outlives the branch.
+      if (!values_.count(outs[i]->name())) outs[i]->setName(node.output(i));
+      define(node.output(i), outs[i]);
     }
     return Status::ok();
   }

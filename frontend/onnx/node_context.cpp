@@ -289,6 +289,7 @@ const OpHandler* findHandler(const std::string& opType) {
     registerCoreHandlers(t);
     registerOpsetHandlers(t);
     registerLossHandlers(t);
+    registerExtraHandlers(t);
     return t;
   }();
   auto it = table.find(opType);

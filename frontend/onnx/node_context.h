@@ -113,5 +113,6 @@ const OpHandler* findHandler(const std::string& opType);
 void registerCoreHandlers(HandlerTable& table);
 void registerOpsetHandlers(HandlerTable& table);
 void registerLossHandlers(HandlerTable& table);
+void registerExtraHandlers(HandlerTable& table);
 
 }  // namespace nnc::onnx

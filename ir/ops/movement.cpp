@@ -802,6 +802,8 @@ Status checkBlocks(InferContext& ctx, bool toSpace, Shape* out) {
   int64_t b = ctx.attrs().getInt("blocksize");
   if (in.rank() != 4) return ctx.error("expected a 4-D input, got " + in.str());
   if (b <= 0) return ctx.error("blocksize must be positive, got " + std::to_string(b));
+  // b * b must stay within the element limit (it divides, or multiplies, a dim).
+  if (b > (int64_t{1} << 20)) return ctx.error("blocksize " + std::to_string(b) + " is too large");
   if (toSpace) {
     if (in[1] % (b * b) != 0)
       return ctx.error("channels (" + std::to_string(in[1]) + ") are not divisible by blocksize^2 (" +

@@ -1,5 +1,5 @@
 // Op definitions for the neural-network anchors of ir/ops.def — MatMul, Einsum, Conv,
-// ConvTranspose and the pools — and the opaque TopK. Each anchor lowers to one kernel: the outer
+// ConvTranspose, DeformConv and the pools — and the opaque TopK. Each anchor lowers to one kernel: the outer
 // loop runs over the output, one reduction folds the contraction or window, and the value at the
 // output index is returned for the lowering to store (with any fused epilogue applied).
 // Semantics follow the newest ONNX opset.
@@ -619,6 +619,148 @@ std::vector<AnchorOutput> lowerConvTranspose(LowerContext& ctx) {
 }
 
 // ================================================================================================
+// DeformConv: Conv whose taps sample X at fractional positions shifted by per-output offsets
+// (multilinear interpolation, zero outside), each tap optionally weighted by a mask:
+//   Y[n, m, o...] = B[m] + sum over (c, k...) of W[m, c, k...] * mask[n, og*K + k, o...] *
+//                   sample(X[n, g*C/group + c], o*s - pb + k*d + offset[n, (og*K + k)*nd + axis, o...])
+// where og is the input channel's offset group and K the number of kernel taps.
+
+struct DeformGeometry {
+  std::vector<int64_t> in, kernel, strides, dilations, padBegin, out;
+  int64_t group = 1, offsetGroup = 1, inPerGroup = 1, outChannels = 1, taps = 1;
+};
+
+Status deformGeometry(const Node& node, DeformGeometry* g) {
+  const Shape& x = node.input(0)->shape();
+  const Shape& w = node.input(1)->shape();
+  const Attributes& attrs = node.attrs();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+  if (w.rank() != x.rank())
+    return Status::error("weight has rank " + std::to_string(w.rank()) + ", expected " + std::to_string(x.rank()) +
+                         " like the input");
+  g->group = attrs.getInt("group");
+  g->offsetGroup = attrs.getInt("offset_group");
+  if (g->group < 1 || g->offsetGroup < 1)
+    return Status::error("group " + std::to_string(g->group) + " and offset_group " + std::to_string(g->offsetGroup) +
+                         " must be positive");
+  g->outChannels = w[0];
+  g->inPerGroup = w[1];
+  if (x[1] != w[1] * g->group)
+    return Status::error("input has " + std::to_string(x[1]) + " channels, weight " + w.str() + " expects " +
+                         std::to_string(w[1] * g->group));
+  if (g->outChannels % g->group != 0)
+    return Status::error("output channels " + std::to_string(g->outChannels) + " are not divisible by group " +
+                         std::to_string(g->group));
+  if (x[1] % g->offsetGroup != 0)
+    return Status::error("input channels " + std::to_string(x[1]) + " are not divisible by offset_group " +
+                         std::to_string(g->offsetGroup));
+  g->in = spatialDims(x);
+  g->kernel = spatialDims(w);
+  const size_t n = g->in.size();
+  if (attrs.has("kernel_shape") && attrs.getInts("kernel_shape") != g->kernel)
+    return Status::error("kernel_shape " + listStr(attrs.getInts("kernel_shape")) + " does not match the weight's " +
+                         "spatial dims " + listStr(g->kernel));
+  std::vector<int64_t> pads;
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "strides", n, 1, 1, &g->strides));
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "dilations", n, 1, 1, &g->dilations));
+  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "pads", 2 * n, 0, 0, &pads));
+  g->padBegin.assign(pads.begin(), pads.begin() + n);
+  g->taps = 1;
+  for (size_t i = 0; i < n; ++i) {
+    g->taps *= g->kernel[i];
+    const int64_t span = g->in[i] + pads[i] + pads[n + i] - (g->kernel[i] - 1) * g->dilations[i] - 1;
+    if (g->kernel[i] < 1 || span < 0)
+      return Status::error("kernel " + listStr(g->kernel) + " does not fit the padded input on spatial axis " +
+                           std::to_string(i));
+    g->out.push_back(span / g->strides[i] + 1);
+  }
+  std::vector<int64_t> spatialOut = {x[0], g->offsetGroup * g->taps * static_cast<int64_t>(n)};
+  spatialOut.insert(spatialOut.end(), g->out.begin(), g->out.end());
+  if (node.input(2)->shape() != Shape(spatialOut))
+    return Status::error("offset has shape " + node.input(2)->shape().str() + ", expected " + Shape(spatialOut).str());
+  if (node.input(3) && node.input(3)->shape() != Shape{g->outChannels})
+    return Status::error("bias has shape " + node.input(3)->shape().str() + ", expected [" +
+                         std::to_string(g->outChannels) + "]");
+  spatialOut[1] = g->offsetGroup * g->taps;
+  if (node.input(4) && node.input(4)->shape() != Shape(spatialOut))
+    return Status::error("mask has shape " + node.input(4)->shape().str() + ", expected " + Shape(spatialOut).str());
+  return Status::ok();
+}
+
+Status inferDeformConv(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
+  NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+  DeformGeometry g;
+  if (Status s = deformGeometry(ctx.node(), &g); !s) return ctx.error(s.message());
+  std::vector<int64_t> out = {ctx.inShape(0)[0], g.outChannels};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerDeformConv(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  DeformGeometry g;
+  NNC_CHECK(deformGeometry(ctx.node, &g).isOk(), "DeformConv lowered without inference");
+  const int nd = static_cast<int>(g.in.size());
+  std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+  std::vector<int64_t> extents = {g.inPerGroup};
+  extents.insert(extents.end(), g.kernel.begin(), g.kernel.end());
+  std::vector<ExprId> rv = kb.reductionVars(extents);
+  const ExprId n = out[0], m = out[1];
+  std::vector<ExprId> o(out.begin() + 2, out.end()), k(rv.begin() + 1, rv.end());
+  const ExprId groupIndex = kb.binary(ExprOp::FloorDiv, m, kb.i64(g.outChannels / g.group));
+  const ExprId c = kb.add(kb.mul(groupIndex, kb.i64(g.inPerGroup)), rv[0]);
+  const int64_t channels = g.inPerGroup * g.group;
+  const ExprId tap = kb.add(kb.mul(kb.binary(ExprOp::FloorDiv, c, kb.i64(channels / g.offsetGroup)), kb.i64(g.taps)),
+                            kb.flatIndex(k, Shape(g.kernel)));
+  auto perOutput = [&](int input, ExprId channel) {
+    std::vector<ExprId> index = {n, channel};
+    index.insert(index.end(), o.begin(), o.end());
+    return ctx.inputs[input](index);
+  };
+  // Per axis: the sample position, its floor (as an index) and fraction. A position outside
+  // (-1, in) (or NaN) has no corner inside, so it is replaced by -1 and the sample zeroed.
+  const DType ct = ctx.inType(0) == DType::F64 ? DType::F64 : DType::F32;  // f16/bf16 load as f32
+  ExprId inside = kb.boolean(true);
+  std::vector<ExprId> low, frac;
+  for (int i = 0; i < nd; ++i) {
+    ExprId base = kb.add(kb.sub(kb.mul(o[i], kb.i64(g.strides[i])), kb.i64(g.padBegin[i])),
+                         kb.mul(k[i], kb.i64(g.dilations[i])));
+    ExprId pos = kb.add(kb.cast(ct, base), perOutput(2, kb.add(kb.mul(tap, kb.i64(nd)), kb.i64(i))));
+    ExprId ok = kb.logicalAnd(kb.lt(kb.constant(ct, -1), pos),
+                              kb.lt(pos, kb.constant(ct, static_cast<double>(g.in[i]))));
+    inside = kb.logicalAnd(inside, ok);
+    ExprId safe = kb.unary(ExprOp::Floor, kb.select(ok, pos, kb.constant(ct, -1)));
+    low.push_back(kb.cast(DType::I64, safe));
+    frac.push_back(kb.sub(kb.select(ok, pos, kb.constant(ct, -1)), safe));
+  }
+  ExprId sample = kb.constant(ct, 0);
+  for (int corner = 0; corner < (1 << nd); ++corner) {
+    std::vector<ExprId> xi = {n, c};
+    ExprId valid = kb.boolean(true), weight = kb.constant(ct, 1);
+    for (int i = 0; i < nd; ++i) {
+      const bool high = (corner >> i) & 1;
+      ExprId coord = high ? kb.add(low[i], kb.i64(1)) : low[i];
+      valid = kb.logicalAnd(valid, kb.logicalAnd(kb.le(kb.i64(0), coord), kb.lt(coord, kb.i64(g.in[i]))));
+      xi.push_back(kb.clamp(coord, 0, g.in[i] - 1));
+      weight = kb.mul(weight, high ? frac[i] : kb.sub(kb.constant(ct, 1), frac[i]));
+    }
+    ExprId x = ctx.inputs[0](xi);
+    sample = kb.add(sample, kb.mul(weight, kb.select(valid, x, kb.constant(kb.dtypeOf(x), 0))));
+  }
+  sample = kb.select(inside, sample, kb.constant(ct, 0));
+  std::vector<ExprId> wi = {m, rv[0]};
+  wi.insert(wi.end(), k.begin(), k.end());
+  ExprId body = kb.mul(sample, ctx.inputs[1](wi));
+  if (ctx.hasInput(4)) body = kb.mul(body, perOutput(4, tap));
+  ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
+  if (ctx.hasInput(3)) value = kb.add(value, ctx.inputs[3]({m}));
+  return single(out, value);
+}
+
+// ================================================================================================
 // Pools.
 
 enum class PoolKind { Max, Average, Lp };
@@ -856,6 +998,11 @@ void defineNnOps(OpRegistry& r) {
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
   r.define(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose));
+  r.define(anchor(OpKind::DeformConv, 3, 5,
+                  {ops::optionalAttr("dilations", AttrKind::Ints), ops::attrInt("group", 1),
+                   ops::optionalAttr("kernel_shape", AttrKind::Ints), ops::attrInt("offset_group", 1),
+                   ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)},
+                  inferDeformConv, lowerDeformConv));
 
   OpDef maxPool = anchor(OpKind::MaxPool, 1, 1, poolAttrs({ops::attrInt("storage_order", 0)}), inferPool(PoolKind::Max),
                          lowerPool(PoolKind::Max));

@@ -1,0 +1,233 @@
+// compileJit on GraphBuilder graphs: results against float64 formulas, the CompileReport's fields
+// at -O0 and -O2, and option errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "ir/builder.h"
+#include "tests/driver/driver_test_util.h"
+
+namespace nnc::testing {
+namespace {
+
+const std::vector<float> kBias = {0.5f, -1.0f, 0.25f, 2.0f, -0.75f};
+
+// y = exp(-relu(x + bias)) on x: f32[3x5]: four nodes in a chain, no intermediate used twice.
+std::unique_ptr<Graph> chainGraph() {
+  auto g = std::make_unique<Graph>();
+  GraphBuilder b(*g);
+  Value* x = b.input("x", DType::F32, Shape{3, 5});
+  Value* c = b.constant(Tensor::fromFloats(kBias, Shape{5}), "bias");
+  Value* y = b.op(OpKind::Exp, {b.op(OpKind::Neg, {b.relu(b.add(x, c))})});
+  b.output(y);
+  EXPECT_TRUE(b.status().isOk()) << b.status().message();
+  return g;
+}
+
+std::vector<double> chainExpected(const Tensor& x) {
+  std::vector<double> y;
+  for (int64_t i = 0; i < x.numel(); ++i) y.push_back(std::exp(-std::max(0.0, x.getDouble(i) + kBias[i % 5])));
+  return y;
+}
+
+CompileOptions optionsAt(int level) {
+  CompileOptions o;
+  o.optLevel = level;
+  o.verifyEachPass = true;
+  o.numThreads = 1;
+  return o;
+}
+
+TEST(CompileJit, ChainMatchesFormulaAtEveryLevel) {
+  std::mt19937 rng(7);
+  Tensor x = randomTensor(DType::F32, Shape{3, 5}, rng, -3, 3);
+  const std::vector<double> want = chainExpected(x);
+  for (int level : {0, 1, 2, 3}) {
+    auto g = chainGraph();
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, optionsAt(level));
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    Expected<std::vector<Tensor>> y = (*model)->run({x});
+    ASSERT_TRUE(y.isOk()) << y.status().message();
+    ASSERT_EQ(y->size(), 1u);
+    ASSERT_EQ((*y)[0].shape(), (Shape{3, 5}));
+    for (int64_t i = 0; i < 15; ++i) EXPECT_NEAR((*y)[0].getDouble(i), want[i], 1e-6) << "-O" << level << " " << i;
+  }
+}
+
+TEST(CompileJit, ReportAtO0HasOneKernelPerNode) {
+  auto g = chainGraph();
+  const size_t numNodes = g->numNodes();
+  ASSERT_EQ(numNodes, 4u);
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, optionsAt(0));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.numKernels, 4);
+  EXPECT_EQ(r.numBuiltins, 0);
+  // Three 60-byte intermediates in a chain (each live for two steps): the first and third can share,
+  // so two 64-byte slots.
+  EXPECT_EQ(r.arenaBytes, 128u);
+  EXPECT_EQ(r.weightBytes, 20u);
+  // Add reads x (60) and bias (20) and writes 60; Relu, Neg, Exp each read 60 and write 60.
+  EXPECT_EQ(r.bytesMoved, 140u + 3 * 120u);
+  EXPECT_NE(r.irBefore.find("Relu("), std::string::npos) << r.irBefore;
+  EXPECT_EQ(r.irAfter.substr(0, r.irAfter.find('\n')), "// 4 kernels for 4 nodes") << r.irAfter;
+  EXPECT_FALSE(r.kernelIr.empty());
+  EXPECT_NE(r.llvmIr.find("define"), std::string::npos);
+  EXPECT_NE(r.dot.find("digraph"), std::string::npos);
+}
+
+TEST(CompileJit, ReportAtO2HasFewerKernels) {
+  auto g = chainGraph();
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& r = (*model)->report();
+  EXPECT_EQ(r.numKernels, 1);
+  EXPECT_EQ(r.arenaBytes, 0u);  // nothing is materialised between kernels
+  EXPECT_EQ(r.weightBytes, 20u);
+  EXPECT_EQ(r.bytesMoved, 140u);
+  EXPECT_EQ(r.irAfter.substr(0, r.irAfter.find('\n')), "// 1 kernels for 4 nodes") << r.irAfter;
+}
+
+TEST(CompileJit, OpaqueOpsCountAsBuiltins) {
+  Graph g;
+  GraphBuilder b(g);
+  Value* x = b.input("x", DType::F32, Shape{2, 6});
+  Attributes k;
+  k.set("k", int64_t{2});
+  std::vector<Value*> top = b.opMulti(OpKind::TopK, {x}, k);
+  b.output(top[0]);
+  b.output(top[1]);
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  EXPECT_EQ((*model)->report().numBuiltins, 1);
+  EXPECT_EQ((*model)->report().numKernels, 0);
+  Tensor in = Tensor::fromFloats({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}, Shape{2, 6});
+  Expected<std::vector<Tensor>> out = (*model)->run({in});
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_EQ((*out)[0].toDoubles(), (std::vector<double>{9, 5, 8, 6}));
+  EXPECT_EQ((*out)[1].toInt64s(), (std::vector<int64_t>{5, 4, 5, 1}));
+}
+
+TEST(CompileJit, PassThroughOutputsAreCopied) {
+  // Outputs that are an input, a constant, and the same value twice.
+  Graph g;
+  GraphBuilder b(g);
+  Value* x = b.input("x", DType::F32, Shape{3});
+  Value* c = b.constant(Tensor::fromFloats({7, 8, 9}, Shape{3}), "c");
+  Value* e = b.op(OpKind::Neg, {x});
+  b.output(x);
+  b.output(c);
+  b.output(e);
+  b.output(e);
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  for (int level : {0, 2}) {
+    auto copy = g.clone();
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(*copy, optionsAt(level));
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    Expected<std::vector<Tensor>> out = (*model)->run({Tensor::fromFloats({1, 2, 3}, Shape{3})});
+    ASSERT_TRUE(out.isOk()) << out.status().message();
+    ASSERT_EQ(out->size(), 4u);
+    EXPECT_EQ((*out)[0].toDoubles(), (std::vector<double>{1, 2, 3}));
+    EXPECT_EQ((*out)[1].toDoubles(), (std::vector<double>{7, 8, 9}));
+    EXPECT_EQ((*out)[2].toDoubles(), (std::vector<double>{-1, -2, -3}));
+    EXPECT_EQ((*out)[3].toDoubles(), (std::vector<double>{-1, -2, -3}));
+    // The user-visible output names survive the copies.
+    nnc_tensor_info info;
+    ASSERT_EQ(nnc_model_output_info((*model)->handle(), 1, &info), NNC_OK);
+    EXPECT_STREQ(info.name, "c");
+  }
+}
+
+TEST(CompileJit, LogOptionsReachTheLog) {
+  std::ostringstream log;
+  CompileOptions o = optionsAt(2);
+  o.timePasses = true;
+  o.printAfterAll = true;
+  o.log = &log;
+  auto g = chainGraph();
+  ASSERT_TRUE(compileJit(*g, o).isOk());
+  EXPECT_NE(log.str().find("  simplify "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("  materialize-outputs "), std::string::npos) << log.str();
+}
+
+TEST(CompileJit, DisabledPassesAreHonoured) {
+  // Without DCE the dead Exp survives the pipeline (it lowers to no kernel: nothing reads it).
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    GraphBuilder b(*g);
+    Value* x = b.input("x", DType::F32, Shape{4});
+    b.op(OpKind::Exp, {x});
+    b.output(b.relu(x));
+    return g;
+  };
+  auto g1 = build();
+  auto withDce = compileJit(*g1, optionsAt(0));
+  ASSERT_TRUE(withDce.isOk()) << withDce.status().message();
+  EXPECT_EQ((*withDce)->report().irAfter.find("Exp("), std::string::npos) << (*withDce)->report().irAfter;
+  CompileOptions o = optionsAt(0);
+  o.disabledPasses = {"dce"};
+  auto g2 = build();
+  auto withoutDce = compileJit(*g2, o);
+  ASSERT_TRUE(withoutDce.isOk()) << withoutDce.status().message();
+  EXPECT_NE((*withoutDce)->report().irAfter.find("Exp("), std::string::npos) << (*withoutDce)->report().irAfter;
+  EXPECT_EQ((*withoutDce)->report().numKernels, 1);
+  Expected<std::vector<Tensor>> y = (*withoutDce)->run({Tensor::fromFloats({-1, 2, -3, 4}, Shape{4})});
+  ASSERT_TRUE(y.isOk()) << y.status().message();
+  EXPECT_EQ((*y)[0].toDoubles(), (std::vector<double>{0, 2, 0, 4}));
+}
+
+TEST(CompileJit, DeadAnchorWithoutDceAndUnusedBuiltinOutput) {
+  // With DCE off a dead MatMul reaches lowering with no outputs; TopK's unused indices still need a
+  // buffer to be written to.
+  const char* text =
+      "graph(%x: f32[2x6], %w: f32[6x3]) -> (%y: f32[2x2]) {\n"
+      "  %m = MatMul(%x, %w) : f32[2x3]\n"
+      "  %v, %i = TopK(%x) {k=2} : f32[2x2], i64[2x2] @topk\n"
+      "  %y = Neg(%v) : f32[2x2]\n"
+      "}\n";
+  for (int level : {0, 2}) {
+    auto g = parseOrDie(text);
+    CompileOptions o = optionsAt(level);
+    o.disabledPasses = {"dce"};
+    auto model = compileJit(*g, o);
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    Tensor x = Tensor::fromFloats({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}, Shape{2, 6});
+    Expected<std::vector<Tensor>> y = (*model)->run({x, Tensor(DType::F32, Shape{6, 3})});
+    ASSERT_TRUE(y.isOk()) << y.status().message();
+    EXPECT_EQ((*y)[0].toDoubles(), (std::vector<double>{-9, -5, -8, -6})) << "-O" << level;
+  }
+}
+
+TEST(CompileJit, OptionErrorsAreMessages) {
+  auto g = chainGraph();
+  CompileOptions o = optionsAt(2);
+  o.target = "tpu";
+  Expected<std::unique_ptr<CompiledModel>> m1 = compileJit(*g, o);
+  ASSERT_FALSE(m1.isOk());
+  EXPECT_NE(m1.status().message().find("unknown target 'tpu'"), std::string::npos) << m1.status().message();
+  o = optionsAt(7);
+  Expected<std::unique_ptr<CompiledModel>> m2 = compileJit(*g, o);
+  ASSERT_FALSE(m2.isOk());
+  EXPECT_NE(m2.status().message().find("-O7"), std::string::npos) << m2.status().message();
+  o = optionsAt(2);
+  o.disabledPasses = {"no-such-pass"};
+  Expected<std::unique_ptr<CompiledModel>> m3 = compileJit(*g, o);
+  ASSERT_FALSE(m3.isOk());
+  EXPECT_NE(m3.status().message().find("unknown pass 'no-such-pass'"), std::string::npos) << m3.status().message();
+}
+
+TEST(CompileJit, WrongInputsAreRejectedByTheHandle) {
+  auto g = chainGraph();
+  auto model = compileJit(*g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  Expected<std::vector<Tensor>> none = (*model)->run({});
+  ASSERT_FALSE(none.isOk());
+  EXPECT_NE(none.status().message().find("1 inputs, given 0"), std::string::npos) << none.status().message();
+  Expected<std::vector<Tensor>> badShape = (*model)->run({Tensor(DType::F32, Shape{5, 3})});
+  EXPECT_FALSE(badShape.isOk());
+}
+
+}  // namespace
+}  // namespace nnc::testing

@@ -1,0 +1,82 @@
+// Constant folding: text in, text out. Expected constant values are computed by hand.
+#include "tests/passes/pass_test_util.h"
+
+namespace nnc::passes {
+namespace {
+
+using testing::expectRewrite;
+using testing::expectUnchanged;
+
+TEST(FoldConstants, FoldsAChainInOneWalk) {
+  // s = [1+3, 2+4] = [4, 6]; t = s * s = [16, 36]. The inputs of folded nodes become dead and are
+  // dropped; the folded constants take fresh names.
+  expectRewrite(foldConstants,
+                "graph(%x: f32[2]) -> (%y: f32[2]) {\n"
+                "  %c = Constant() {value=[1, 2]} : f32[2]\n"
+                "  %d = Constant() {value=[3, 4]} : f32[2]\n"
+                "  %s = Add(%c, %d) : f32[2]\n"
+                "  %t = Mul(%s, %s) : f32[2]\n"
+                "  %y = Mul(%x, %t) : f32[2]\n"
+                "}\n",
+                "graph(%x: f32[2]) -> (%y: f32[2]) {\n"
+                "  %t_1 = Constant() {value=[16, 36]} : f32[2]\n"
+                "  %y = Mul(%x, %t_1) : f32[2]\n"
+                "}\n");
+}
+
+TEST(FoldConstants, ShapeOfAnInputIsKnownWithoutItsData) {
+  expectRewrite(foldConstants,
+                "graph(%x: f32[2x5x3], %z: i64[3]) -> (%y: i64[3]) {\n"
+                "  %s = Shape(%x) {start=0} : i64[3]\n"
+                "  %y = Add(%s, %z) : i64[3]\n"
+                "}\n",
+                "graph(%x: f32[2x5x3], %z: i64[3]) -> (%y: i64[3]) {\n"
+                "  %s_1 = Constant() {value=[2, 5, 3]} : i64[3]\n"
+                "  %y = Add(%s_1, %z) : i64[3]\n"
+                "}\n");
+}
+
+TEST(FoldConstants, FoldedGraphOutputBecomesAConstant) {
+  expectRewrite(foldConstants,
+                "graph() -> (%y: f32[3]) {\n"
+                "  %c = Constant() {value=[-1, 0, 2]} : f32[3]\n"
+                "  %y = Relu(%c) : f32[3]\n"
+                "}\n",
+                "graph() -> (%y_1: f32[3]) {\n"
+                "  %y_1 = Constant() {value=[0, 0, 2]} : f32[3]\n"
+                "}\n");
+}
+
+TEST(FoldConstants, LeavesResultsAboveTheSizeLimit) {
+  // 2048 x 4096 = 8M elements, above the 4M-element limit: folding would bloat the weights.
+  expectUnchanged(foldConstants,
+                  "graph(%x: f32[2048x4096]) -> (%y: f32[2048x4096]) {\n"
+                  "  %c = Constant() {value=[1.5]} : f32[1]\n"
+                  "  %e = Expand(%c) {shape=[2048, 4096]} : f32[2048x4096]\n"
+                  "  %y = Add(%x, %e) : f32[2048x4096]\n"
+                  "}\n");
+}
+
+TEST(FoldConstants, NothingConstant) {
+  expectUnchanged(foldConstants,
+                  "graph(%x: f32[2]) -> (%y: f32[2]) {\n"
+                  "  %c = Constant() {value=[1, 2]} : f32[2]\n"
+                  "  %a = Add(%x, %c) : f32[2]\n"
+                  "  %y = Exp(%a) : f32[2]\n"
+                  "}\n");
+}
+
+TEST(FoldConstants, FoldsAGraphWithNoInputs) {
+  // sqrt([4, 9]) = [2, 3].
+  expectRewrite(foldConstants,
+                "graph() -> (%y: f32[2]) {\n"
+                "  %c = Constant() {value=[4, 9]} : f32[2]\n"
+                "  %y = Sqrt(%c) : f32[2]\n"
+                "}\n",
+                "graph() -> (%y_1: f32[2]) {\n"
+                "  %y_1 = Constant() {value=[2, 3]} : f32[2]\n"
+                "}\n");
+}
+
+}  // namespace
+}  // namespace nnc::passes

@@ -1,0 +1,175 @@
+// The fusion policy on parsed graphs: which nodes end up in which kernel group, and why not.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <sstream>
+
+#include "ir/parser.h"
+#include "passes/fusion.h"
+#include "tests/passes/fusion_graphs.h"
+
+namespace nnc::passes {
+namespace {
+
+using namespace nnc::testing;
+
+std::unique_ptr<Graph> parse(std::string_view text) {
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  EXPECT_TRUE(g.isOk()) << g.status().message();
+  return g ? std::move(g.value()) : std::make_unique<Graph>();
+}
+
+// The groups as node names: "a b | c" (groups in execution order, nodes in group order). Also checks
+// the partition's invariants: every node in exactly one group, each group topologically ordered,
+// and each group's inputs produced by earlier groups.
+std::string partition(const Graph& g, const FusionOptions& options = {}) {
+  std::vector<KernelGroup> groups = partitionIntoKernels(g, options);
+  std::ostringstream os;
+  std::set<const Node*> seen;
+  std::set<const Value*> available;
+  for (const Value* v : g.inputs()) available.insert(v);
+  for (const Value* v : g.values())
+    if (v->isConstant()) available.insert(v);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    os << (i ? " | " : "");
+    for (const Value* v : groups[i].inputs)
+      EXPECT_TRUE(available.count(v)) << "group " << i << " reads '" << v->name() << "' before it is computed";
+    for (size_t j = 0; j < groups[i].nodes.size(); ++j) {
+      const Node* n = groups[i].nodes[j];
+      EXPECT_TRUE(seen.insert(n).second) << n->name() << " is in two groups";
+      os << (j ? " " : "") << n->name();
+    }
+    for (const Value* v : groups[i].outputs) available.insert(v);
+  }
+  EXPECT_EQ(seen.size(), g.numNodes());
+  return os.str();
+}
+
+std::string partition(std::string_view text, const FusionOptions& options = {}) {
+  auto g = parse(text);
+  return partition(*g, options);
+}
+
+TEST(Fusion, PointwiseChainIsOneGroup) {
+  auto g = parse(kPointwiseChain);
+  std::vector<KernelGroup> groups = partitionIntoKernels(*g, {});
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(partition(*g), "a e n y");
+  // Boundaries: reads x and b, writes only y.
+  ASSERT_EQ(groups[0].inputs.size(), 2u);
+  EXPECT_EQ(groups[0].inputs[0]->name(), "x");
+  EXPECT_EQ(groups[0].inputs[1]->name(), "b");
+  ASSERT_EQ(groups[0].outputs.size(), 1u);
+  EXPECT_EQ(groups[0].outputs[0]->name(), "y");
+}
+
+TEST(Fusion, DisabledGivesOneGroupPerNode) {
+  FusionOptions off;
+  off.enabled = false;
+  EXPECT_EQ(partition(kPointwiseChain, off), "a | e | n | y");
+}
+
+TEST(Fusion, MatMulBiasReluIsOneGroupWithEpilogue) { EXPECT_EQ(partition(kMatMulBiasRelu), "m a y"); }
+
+TEST(Fusion, EpilogueThatBroadcastsTheAnchorIsRejected) {
+  // Add(m, z) has shape 4x8x... larger than m: the anchor's result would be read at another index.
+  std::ostringstream log;
+  FusionOptions o;
+  o.debugLog = &log;
+  EXPECT_EQ(partition(kBroadcastAfterMatMul, o), "m | y");
+  EXPECT_NE(log.str().find("fusion: y: no epilogue fusion: broadcasts the anchor's result"), std::string::npos)
+      << log.str();
+}
+
+TEST(Fusion, ProducerWithTwoUsersIsMaterialised) {
+  std::ostringstream log;
+  FusionOptions o;
+  o.debugLog = &log;
+  EXPECT_EQ(partition(kSharedProducer, o), "e | r y");
+  EXPECT_NE(log.str().find("fusion: r: not inlining e: 'e' has several users (not duplicated)"), std::string::npos)
+      << log.str();
+}
+
+TEST(Fusion, ArithmeticIsNotInlinedIntoAConv) {
+  std::ostringstream log;
+  FusionOptions o;
+  o.debugLog = &log;
+  EXPECT_EQ(partition(kExpIntoConv, o), "e | y");
+  EXPECT_NE(log.str().find("fusion: y: not inlining e: arithmetic would be recomputed per reuse in y"),
+            std::string::npos)
+      << log.str();
+}
+
+TEST(Fusion, DataMovementIsInlinedIntoAMatMul) { EXPECT_EQ(partition(kTransposeIntoMatMul), "t y"); }
+
+TEST(Fusion, SoftmaxTakesAPointwisePrologue) { EXPECT_EQ(partition(kSoftmaxPrologue), "m t y"); }
+
+TEST(Fusion, OpaqueTopKIsAlone) {
+  std::ostringstream log;
+  FusionOptions o;
+  o.debugLog = &log;
+  EXPECT_EQ(partition(kTopK, o), "e | topk");
+  EXPECT_NE(log.str().find("fusion: topk: not inlining e: opaque op"), std::string::npos) << log.str();
+}
+
+TEST(Fusion, OpaqueResultIsNotInlinedIntoConsumers) {
+  EXPECT_EQ(partition("graph(%x: f32[3x10]) -> (%y: f32[3x4]) {\n"
+                      "  %v, %i = TopK(%x) {k=4} : f32[3x4], i64[3x4] @topk\n"
+                      "  %y = Neg(%v) : f32[3x4]\n"
+                      "}\n"),
+            "topk | y");
+}
+
+TEST(Fusion, TwoAnchorsStayApart) {
+  // A reduction's result feeding a MatMul: the second anchor cannot join the first's group.
+  EXPECT_EQ(partition("graph(%x: f32[4x8], %w: f32[8x3]) -> (%y: f32[4x3]) {\n"
+                      "  %s = Softmax(%x) : f32[4x8]\n"
+                      "  %y = MatMul(%s, %w) : f32[4x3]\n"
+                      "}\n"),
+            "s | y");
+}
+
+TEST(Fusion, AnchorGroupWithTwoResultsTakesNoEpilogue) {
+  // m is used by Relu and is a graph output: Relu must not become an epilogue (m is read twice).
+  std::ostringstream log;
+  FusionOptions o;
+  o.debugLog = &log;
+  EXPECT_EQ(partition(kMatMulTwoResults, o), "m | y");
+  EXPECT_NE(log.str().find("fusion: y: no epilogue fusion: 'm' has other users"), std::string::npos) << log.str();
+}
+
+TEST(Fusion, DiamondOfPointwiseOpsIsOneGroupPerSharedValue) {
+  // x -> a -> (b, c) -> d: a has two users so it is materialised; b and c both inline into d.
+  EXPECT_EQ(partition(kDiamond), "a | b c d");
+}
+
+TEST(Fusion, FullyFusedGraphsLogNoRejections) {
+  // --debug-fusion lists candidates that were rejected; one that fused is not one of them.
+  for (const char* text : {kPointwiseChain, kMatMulBiasRelu, kSoftmaxPrologue, kTransposeIntoMatMul}) {
+    std::ostringstream log;
+    FusionOptions o;
+    o.debugLog = &log;
+    partition(text, o);
+    EXPECT_EQ(log.str(), "") << text;
+  }
+}
+
+TEST(Fusion, GroupCountsOfTheSharedCases) {
+  for (const FusionCase& c : kFusionCases) {
+    auto g = parse(c.text);
+    EXPECT_EQ(static_cast<int>(partitionIntoKernels(*g, {}).size()), c.groupsFused) << c.name;
+    FusionOptions off;
+    off.enabled = false;
+    EXPECT_EQ(partitionIntoKernels(*g, off).size(), g->numNodes()) << c.name;
+  }
+}
+
+TEST(Fusion, PrintFusedGraphListsKernels) {
+  auto g = parse(kMatMulBiasRelu);
+  std::string text = printFusedGraph(*g, partitionIntoKernels(*g, {}));
+  EXPECT_EQ(text.substr(0, text.find('\n')), "// 1 kernels for 3 nodes");
+  EXPECT_NE(text.find("kernel 0 (MatMul, Add, Relu)\n"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace nnc::passes

@@ -1,0 +1,62 @@
+// Helpers for single-pass text tests: parse IR text, run one pass, compare the printed result.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+
+namespace nnc::passes::testing {
+
+struct PassResult {
+  bool ok = false;       // the input parsed and the pass did not fail
+  bool changed = false;  // what the pass returned
+  std::string text;      // the graph printed after the pass (or the error message)
+};
+
+// Parses `input` (which must be in the printer's canonical form, so that "unchanged" can be
+// checked as text equality), runs `pass`, verifies the graph and prints it.
+inline PassResult runPassOnText(PassFn pass, std::string_view input) {
+  PassResult r;
+  Expected<std::unique_ptr<Graph>> parsed = parseGraph(input);
+  if (!parsed) {
+    ADD_FAILURE() << "parse error: " << parsed.status().message();
+    return r;
+  }
+  Graph& graph = *parsed.value();
+  EXPECT_EQ(printGraph(graph), input) << "the test input is not in canonical printed form";
+  Expected<bool> changed = pass(graph);
+  if (!changed) {
+    r.text = changed.status().message();
+    return r;
+  }
+  Status verified = verifyGraph(graph);
+  EXPECT_TRUE(verified.isOk()) << "graph invalid after the pass: " << verified.message();
+  r.ok = true;
+  r.changed = *changed;
+  r.text = printGraph(graph);
+  return r;
+}
+
+// The pass must change the graph into `expected`.
+inline void expectRewrite(PassFn pass, std::string_view input, std::string_view expected) {
+  PassResult r = runPassOnText(pass, input);
+  ASSERT_TRUE(r.ok) << r.text;
+  EXPECT_TRUE(r.changed) << "the pass reported no change";
+  EXPECT_EQ(r.text, expected);
+}
+
+// The pass must report no change and leave the text as it was.
+inline void expectUnchanged(PassFn pass, std::string_view input) {
+  PassResult r = runPassOnText(pass, input);
+  ASSERT_TRUE(r.ok) << r.text;
+  EXPECT_FALSE(r.changed) << "the pass reported a change";
+  EXPECT_EQ(r.text, input);
+}
+
+}  // namespace nnc::passes::testing
