@@ -1,4 +1,5 @@
-// The compiler driver: passes -> partition -> plan + kernels -> LLVM -> JIT handle or model.so.
+// The compiler driver: passes -> partition -> plan + kernels -> LLVM (cpu) or CUDA C++ + NVRTC
+// (cuda) -> JIT handle or model.so.
 #include "driver/compiler.h"
 
 #include <fcntl.h>
@@ -6,11 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -19,7 +22,12 @@
 #include "ir/printer.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda/cuda_executor.h"
 #include "runtime/model_handle.h"
+#if NNC_HAVE_CUDA
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/nvrtc_compiler.h"
+#endif
 
 namespace nnc {
 
@@ -36,19 +44,70 @@ passes::PipelineOptions pipelineOptions(const CompileOptions& o) {
   return p;
 }
 
+// "sm_90", "sm_100", "sm_90a": what NVRTC's -arch takes for a cubin.
+bool isRealGpuArch(const std::string& arch) {
+  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0) return false;
+  size_t end = arch.size();
+  if (arch.back() == 'a') --end;
+  if (end - 3 < 2 || end - 3 > 3) return false;
+  for (size_t i = 3; i < end; ++i)
+    if (!std::isdigit(static_cast<unsigned char>(arch[i]))) return false;
+  return true;
+}
+
 Status checkTarget(const CompileOptions& o) {
   if (o.target == "cpu") return Status::ok();
-  if (o.target == "cuda")
-    return Status::error("target 'cuda' is not available yet in this build of nnc (use --target=cpu)");
+  if (o.target == "cuda") {
+#if NNC_HAVE_CUDA
+    if (!isRealGpuArch(o.gpuArch))
+      return Status::error("GPU architecture '" + o.gpuArch + "' is not a real architecture such as sm_80 or sm_90");
+    return Status::ok();
+#else
+    return Status::error("target 'cuda' is not available: this nnc was built without the CUDA toolkit's NVRTC "
+                         "(use --target=cpu)");
+#endif
+  }
   return Status::error("unknown target '" + o.target + "' (expected cpu or cuda)");
 }
 
-// Everything compileJit and compileToSharedLibrary share: the passes, lowering, and LLVM.
+// Everything compileJit and compileToSharedLibrary share: the passes, lowering, and code generation
+// (LLVM for cpu; CUDA C++ through NVRTC for cuda).
 struct Program {
   LoweredProgram lowered;
-  std::unique_ptr<codegen::CpuModule> module;
+  std::unique_ptr<codegen::CpuModule> module;  // target cpu
+  std::vector<uint8_t> cubin;                  // target cuda (empty when there are no kernels)
+  std::string ptx;                             // target cuda
   CompileReport report;
 };
+
+#if NNC_HAVE_CUDA
+// The kernels as one CUDA translation unit compiled by NVRTC (through the on-disk kernel cache);
+// marks the plan as a cuda plan and records each kernel step's thread mapping for its launch.
+Status compileCudaKernels(Program& program, const CompileOptions& options) {
+  NNC_ASSIGN_OR_RETURN(codegen::cuda::CudaSource source, codegen::cuda::emitCudaSource(program.lowered.kernels));
+  std::map<std::string, codegen::cuda::ThreadMapping> mappings;
+  for (const codegen::cuda::EmittedKernel& k : source.kernels) mappings[k.name] = k.mapping;
+  rt::Plan& plan = program.lowered.plan;
+  plan.target = rt::Target::Cuda;
+  for (rt::Step& step : plan.steps) {
+    if (step.kind != rt::StepKind::Kernel) continue;
+    auto it = mappings.find(step.name);
+    NNC_CHECK(it != mappings.end(), "kernel step without an emitted kernel");
+    step.gpuMapping = it->second == codegen::cuda::ThreadMapping::WarpPerPoint ? rt::GpuMapping::WarpPerPoint
+                                                                              : rt::GpuMapping::ThreadPerPoint;
+  }
+  program.report.cudaSource = std::move(source.code);
+  if (program.lowered.kernels.empty()) return Status::ok();  // host builtins only: no module
+  codegen::cuda::NvrtcOptions nvrtc;
+  nvrtc.arch = options.gpuArch;
+  NNC_ASSIGN_OR_RETURN(codegen::cuda::CompiledCuda compiled,
+                       codegen::cuda::compileCuda(program.report.cudaSource, "model", nvrtc));
+  program.cubin = std::move(compiled.cubin);
+  program.ptx = std::move(compiled.ptx);
+  program.report.ptx = program.ptx;
+  return Status::ok();
+}
+#endif
 
 Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
   NNC_RETURN_IF_ERROR(checkTarget(options));
@@ -71,6 +130,12 @@ Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
   program.report.weightBytes = program.lowered.weights.size();
   for (const rt::Step& step : program.lowered.plan.steps)
     for (int32_t b : step.args) program.report.bytesMoved += program.lowered.plan.buffers[b].size;
+#if NNC_HAVE_CUDA
+  if (options.target == "cuda") {
+    NNC_RETURN_IF_ERROR(compileCudaKernels(program, options));
+    return program;
+  }
+#endif
   codegen::CpuTargetOptions target;
   target.optLevel = options.optLevel == 0 ? 2 : 3;
   NNC_ASSIGN_OR_RETURN(program.module, codegen::CpuModule::build(program.lowered.kernels, target));
@@ -97,6 +162,23 @@ class JitModel final : public CompiledModel {
     std::string error;
     const uint8_t* data = weights->data();
     handle_ = rt::createModelHandle(std::move(program.lowered.plan), data, weights, symbols, &opts, &error);
+    if (!handle_) return Status::error(error);
+    return Status::ok();
+  }
+
+  // Target cuda: the kernels run on the GPU (no JIT kernels; jit_ is null).
+  Status initCuda(Program& program) {
+    auto weights = std::make_shared<std::vector<uint8_t>>(std::move(program.lowered.weights));
+    rt::cuda::ModuleImages images;
+    images.cubin = program.cubin.data();
+    images.cubinSize = program.cubin.size();
+    images.ptx = program.ptx.c_str();
+    images.ptxSize = program.ptx.size();
+    std::string error;
+    nnc_status status = NNC_OK;
+    const uint8_t* data = weights->data();
+    handle_ = rt::cuda::createCudaModelHandle(std::move(program.lowered.plan), data, weights, images, nullptr, &error,
+                                              &status);
     if (!handle_) return Status::error(error);
     return Status::ok();
   }
@@ -198,8 +280,19 @@ Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* r
   return passes::runPipeline(graph, pipelineOptions(options));
 }
 
+Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report) {
+  NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, options));
+  if (report) *report = std::move(program.report);
+  return Status::ok();
+}
+
 Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileOptions& options) {
   NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, options));
+  if (options.target == "cuda") {
+    auto model = std::make_unique<JitModel>(std::move(program.report), nullptr);
+    NNC_RETURN_IF_ERROR(model->initCuda(program));
+    return std::unique_ptr<CompiledModel>(std::move(model));
+  }
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernels> jit, program.module->jit());
   auto model = std::make_unique<JitModel>(std::move(program.report), std::move(jit));
   NNC_RETURN_IF_ERROR(model->init(program, options.numThreads));
@@ -209,10 +302,11 @@ Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileO
 Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const std::string& outputPath,
                               CompileReport* report) {
   NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, options));
+  const bool cuda = options.target == "cuda";
   TempDir tmp;
   if (tmp.path().empty()) return Status::error("cannot create a temporary directory");
   const std::string dir = tmp.path();
-  NNC_RETURN_IF_ERROR(program.module->writeObject(dir + "/kernels.o", /*withTable=*/true));
+  if (!cuda) NNC_RETURN_IF_ERROR(program.module->writeObject(dir + "/kernels.o", /*withTable=*/true));
   std::vector<uint8_t> planBytes = rt::serializePlan(program.lowered.plan);
   NNC_RETURN_IF_ERROR(writeFile(dir + "/plan.bin", planBytes.data(), planBytes.size()));
   const std::vector<uint8_t>& weights = program.lowered.weights;
@@ -226,8 +320,21 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
           << "  .globl nnc_embedded_weights_size\n  .hidden nnc_embedded_weights_size\n  .balign 8\n"
           << "nnc_embedded_weights_size:\n  .quad " << weights.size() << "\n"
           << "  .globl nnc_embedded_weights\n  .hidden nnc_embedded_weights\n  .balign 64\nnnc_embedded_weights:\n"
-          << "  .incbin \"" << dir << "/weights.bin\"\n  .byte 0\n"
-          << "  .section .note.GNU-stack,\"\",@progbits\n";
+          << "  .incbin \"" << dir << "/weights.bin\"\n  .byte 0\n";
+  if (cuda) {
+    // The CUDA module images (runtime/cuda/cuda_aot_entry.cpp); the PTX is NUL-terminated text.
+    NNC_RETURN_IF_ERROR(writeFile(dir + "/kernels.cubin", program.cubin.data(), program.cubin.size()));
+    NNC_RETURN_IF_ERROR(writeFile(dir + "/kernels.ptx", program.ptx.data(), program.ptx.size()));
+    asmText << "  .globl nnc_embedded_cubin_size\n  .hidden nnc_embedded_cubin_size\n  .balign 8\n"
+            << "nnc_embedded_cubin_size:\n  .quad " << program.cubin.size() << "\n"
+            << "  .globl nnc_embedded_ptx_size\n  .hidden nnc_embedded_ptx_size\n  .balign 8\n"
+            << "nnc_embedded_ptx_size:\n  .quad " << program.ptx.size() << "\n"
+            << "  .globl nnc_embedded_cubin\n  .hidden nnc_embedded_cubin\n  .balign 128\nnnc_embedded_cubin:\n"
+            << "  .incbin \"" << dir << "/kernels.cubin\"\n  .byte 0\n"
+            << "  .globl nnc_embedded_ptx\n  .hidden nnc_embedded_ptx\n  .balign 64\nnnc_embedded_ptx:\n"
+            << "  .incbin \"" << dir << "/kernels.ptx\"\n  .byte 0\n";
+  }
+  asmText << "  .section .note.GNU-stack,\"\",@progbits\n";
   const std::string asmText_ = asmText.str();
   NNC_RETURN_IF_ERROR(writeFile(dir + "/data.S", asmText_.data(), asmText_.size()));
   const std::string cxx = hostCompiler();
@@ -244,6 +351,10 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
                                    "-Wl,--undefined=nnc_model_create", NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE,
                                    "-lm", "-pthread", "-Wl,-Bsymbolic", "-Wl,--no-undefined",
                                    "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT};
+  if (cuda)  // no host kernels; the CUDA executor opens libcuda with dlopen (-ldl), never links it
+    link = {cxx, "-shared", "-o", tmpOut, dir + "/data.o", "-Wl,--undefined=nnc_model_create",
+            NNC_RUNTIME_CUDA_AOT_ARCHIVE, NNC_RUNTIME_CUDA_ARCHIVE, NNC_RUNTIME_ARCHIVE, "-ldl", "-lm", "-pthread",
+            "-Wl,-Bsymbolic", "-Wl,--no-undefined", "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT};
   for (std::string flag : {std::string(NNC_EXTRA_LINK_FLAGS)})
     if (!flag.empty()) link.push_back(flag);
   Status linked = runCommand(link, "linker");

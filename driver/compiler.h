@@ -17,7 +17,8 @@ namespace nnc {
 
 struct CompileOptions {
   int optLevel = 2;           // 0: eager (one kernel per op), 1-3: fused
-  std::string target = "cpu";
+  std::string target = "cpu";  // cpu | cuda
+  std::string gpuArch = "sm_90";  // cuda: the real architecture NVRTC compiles the cubin for (PTX rides along)
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
@@ -32,6 +33,8 @@ struct CompileReport {
   std::string irAfter;        // --emit=fused-ir
   std::string kernelIr;       // every kernel's kernel IR
   std::string llvmIr;         // --emit=llvm (after optimisation)
+  std::string cudaSource;     // --emit=cuda (target cuda): the kernels' CUDA C++ translation unit
+  std::string ptx;            // --emit=ptx (target cuda): NVRTC's PTX for gpuArch
   std::string dot;            // --dump-graph
   int numKernels = 0;
   int numBuiltins = 0;
@@ -50,11 +53,16 @@ class CompiledModel {
   virtual const CompileReport& report() const = 0;
 };
 
-// Runs the pipeline on `graph` (modified in place) and JIT-compiles it.
+// Runs the pipeline on `graph` (modified in place) and JIT-compiles it. For target cuda the kernels
+// are compiled by NVRTC and run on the GPU; without a driver/GPU this fails with
+// "no CUDA driver/GPU: <reason>" (after compiling, so the kernels are checked).
 Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileOptions& options);
 // Runs the pipeline and writes a shared library to outputPath (atomically: no partial file).
 Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const std::string& outputPath,
                               CompileReport* report = nullptr);
+// The pipeline and code generation for options.target, filling *report (--emit), without creating
+// anything runnable: needs no GPU for target cuda.
+Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report);
 // Only the passes (for --emit=ir/fused-ir and tests).
 Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report = nullptr);
 

@@ -55,6 +55,28 @@ nnc_status checkTensor(const nnc_tensor& t, const TensorDesc& d, const char* wha
 
 }  // namespace
 
+nnc_status checkRunArguments(const Plan& plan, const nnc_tensor* inputs, size_t numInputs, const nnc_tensor* outputs,
+                             size_t numOutputs, std::string* error) {
+  if (numInputs != plan.inputs.size())
+    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
+                      "expected " + std::to_string(plan.inputs.size()) + " inputs, got " + std::to_string(numInputs));
+  if (numOutputs != plan.outputs.size())
+    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
+                      "expected " + std::to_string(plan.outputs.size()) + " outputs, got " +
+                          std::to_string(numOutputs));
+  if (numInputs > 0 && !inputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "inputs is null");
+  if (numOutputs > 0 && !outputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "outputs is null");
+  for (size_t i = 0; i < numInputs; ++i) {
+    nnc_status st = checkTensor(inputs[i], plan.inputs[i], "input", i, error);
+    if (st != NNC_OK) return st;
+  }
+  for (size_t i = 0; i < numOutputs; ++i) {
+    nnc_status st = checkTensor(outputs[i], plan.outputs[i], "output", i, error);
+    if (st != NNC_OK) return st;
+  }
+  return NNC_OK;
+}
+
 void Executor::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
 std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, const SymbolTable& symbols,
@@ -62,6 +84,10 @@ std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, co
   std::string message;
   if (!validatePlan(plan, &message)) {
     fail(error, "invalid plan: " + message);
+    return nullptr;
+  }
+  if (plan.target != Target::Cpu) {
+    fail(error, "the plan is for the cuda target; the CPU executor runs cpu plans only");
     return nullptr;
   }
   if (plan.weightsSize > 0 && !weights) {
@@ -152,23 +178,8 @@ std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, co
 nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
                          std::string* error, std::vector<double>* stepSeconds) {
   std::lock_guard<std::mutex> lock(runMutex_);
-  if (numInputs != plan_.inputs.size())
-    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
-                      "expected " + std::to_string(plan_.inputs.size()) + " inputs, got " + std::to_string(numInputs));
-  if (numOutputs != plan_.outputs.size())
-    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
-                      "expected " + std::to_string(plan_.outputs.size()) + " outputs, got " +
-                          std::to_string(numOutputs));
-  if (numInputs > 0 && !inputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "inputs is null");
-  if (numOutputs > 0 && !outputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "outputs is null");
-  for (size_t i = 0; i < numInputs; ++i) {
-    nnc_status st = checkTensor(inputs[i], plan_.inputs[i], "input", i, error);
-    if (st != NNC_OK) return st;
-  }
-  for (size_t i = 0; i < numOutputs; ++i) {
-    nnc_status st = checkTensor(outputs[i], plan_.outputs[i], "output", i, error);
-    if (st != NNC_OK) return st;
-  }
+  if (nnc_status st = checkRunArguments(plan_, inputs, numInputs, outputs, numOutputs, error); st != NNC_OK)
+    return st;
 
   for (const IoSlot& io : ioSlots_)
     stepArgs_[io.step][io.slot] = io.isOutput ? outputs[io.index].data : inputs[io.index].data;

@@ -19,6 +19,11 @@ struct SymbolTable {
   std::vector<std::pair<std::string, KernelFn>> kernels;
 };
 
+// The checks every executor applies to a run's caller tensors before running anything: counts, null
+// pointers, dtype, rank, shape, size. NNC_OK, or the status and a message naming the tensor.
+nnc_status checkRunArguments(const Plan& plan, const nnc_tensor* inputs, size_t numInputs, const nnc_tensor* outputs,
+                             size_t numOutputs, std::string* error);
+
 class Executor {
  public:
   // weights must outlive the executor. Fails with a message when a symbol is missing or the plan

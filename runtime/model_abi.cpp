@@ -21,7 +21,7 @@ nnc_status tensorInfo(const nnc_model* m, size_t index, nnc_tensor_info* info, b
     tlsLastError = "model is null";
     return NNC_ERROR_INVALID_ARGUMENT;
   }
-  const auto& descs = isOutput ? m->executor->plan().outputs : m->executor->plan().inputs;
+  const auto& descs = isOutput ? m->plan().outputs : m->plan().inputs;
   if (index >= descs.size()) {
     setModelError(m, std::string(what) + " index " + std::to_string(index) + " out of range (the model has " +
                          std::to_string(descs.size()) + " " + what + "s)");
@@ -80,9 +80,9 @@ nnc_model* createModelHandle(Plan plan, const uint8_t* weights, std::shared_ptr<
 
 extern "C" {
 
-size_t nnc_model_num_inputs(const nnc_model* m) { return m ? m->executor->plan().inputs.size() : 0; }
+size_t nnc_model_num_inputs(const nnc_model* m) { return m ? m->plan().inputs.size() : 0; }
 
-size_t nnc_model_num_outputs(const nnc_model* m) { return m ? m->executor->plan().outputs.size() : 0; }
+size_t nnc_model_num_outputs(const nnc_model* m) { return m ? m->plan().outputs.size() : 0; }
 
 nnc_status nnc_model_input_info(const nnc_model* m, size_t index, nnc_tensor_info* info) {
   return tensorInfo(m, index, info, /*isOutput=*/false);
@@ -99,7 +99,8 @@ nnc_status nnc_model_run(nnc_model* m, const nnc_tensor* inputs, size_t num_inpu
     return NNC_ERROR_INVALID_ARGUMENT;
   }
   std::string error;
-  nnc_status st = m->executor->run(inputs, num_inputs, outputs, num_outputs, &error);
+  nnc_status st = m->device ? m->device->run(inputs, num_inputs, outputs, num_outputs, &error)
+                            : m->executor->run(inputs, num_inputs, outputs, num_outputs, &error);
   // Only failures touch lastError, so concurrent successful runs share nothing but the executor.
   if (st != NNC_OK) setModelError(m, std::move(error));
   return st;

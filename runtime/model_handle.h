@@ -9,9 +9,27 @@
 #include "runtime/executor.h"
 #include "runtime/plan.h"
 
+namespace nnc::rt {
+
+// An executor for another target (runtime/cuda): what the C ABI needs of it. The CPU Executor is
+// used directly; a handle has exactly one of the two.
+class DeviceExecutor {
+ public:
+  virtual ~DeviceExecutor() = default;
+  virtual const Plan& plan() const = 0;
+  // As Executor::run: checks every caller tensor first; runs are serialised.
+  virtual nnc_status run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
+                         std::string* error) = 0;
+};
+
+}  // namespace nnc::rt
+
 struct nnc_model {
   std::shared_ptr<void> keepAlive;  // declared first: destroyed last (it may own the weights)
   std::unique_ptr<nnc::rt::Executor> executor;
+  std::unique_ptr<nnc::rt::DeviceExecutor> device;  // set instead of executor for a cuda plan
+
+  const nnc::rt::Plan& plan() const { return device ? device->plan() : executor->plan(); }
   // The last failure on this handle; guarded by errorMutex (the info functions take a const handle).
   mutable std::mutex errorMutex;
   mutable std::string lastError;

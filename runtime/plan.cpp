@@ -10,7 +10,11 @@
 // Step:       u8 kind, str name, u32 numArgs i32 args[], i64 outerSize, i64 workPerPoint,
 //             u32 numParams i64 params[], str origin
 // str:        u32 length, bytes
-// The encoding is canonical: an accepted byte string re-serializes to itself.
+// Version 2 appends, after the steps:
+//   u8 target (0 cpu, 1 cuda)   u8 gpuMapping[numSteps] (0 thread per point, 1 warp per point)
+// Version 1 (no such tail) is still read, as target cpu with thread-per-point steps. The writer
+// always writes version 2, so the encoding is canonical for version 2: an accepted version-2 byte
+// string re-serializes to itself (a version-1 string re-serializes as version 2).
 #include "runtime/plan.h"
 
 #include <cstring>
@@ -19,7 +23,8 @@ namespace nnc::rt {
 namespace {
 
 constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 
 // Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
 constexpr uint32_t kMaxStringLength = 1u << 16;
@@ -250,6 +255,8 @@ std::string formatShape(const int64_t* dims, size_t rank) {
 }
 
 bool validatePlan(const Plan& plan, std::string* error) {
+  if (plan.target != Target::Cpu && plan.target != Target::Cuda)
+    return fail(error, "unknown target " + std::to_string(static_cast<int>(plan.target)));
   if (plan.arenaSize > kMaxBytes) return fail(error, "arena size " + std::to_string(plan.arenaSize) + " is too large");
   if (plan.weightsSize > kMaxBytes)
     return fail(error, "weights size " + std::to_string(plan.weightsSize) + " is too large");
@@ -307,6 +314,8 @@ bool validatePlan(const Plan& plan, std::string* error) {
     }
     if (s.outerSize < 0) return fail(error, prefix + "negative outer size " + std::to_string(s.outerSize));
     if (s.workPerPoint < 0) return fail(error, prefix + "negative work per point " + std::to_string(s.workPerPoint));
+    if (s.gpuMapping != GpuMapping::ThreadPerPoint && s.gpuMapping != GpuMapping::WarpPerPoint)
+      return fail(error, prefix + "unknown GPU mapping " + std::to_string(static_cast<int>(s.gpuMapping)));
   }
   for (const TensorDesc& d : plan.inputs)
     if (d.name.size() > kMaxStringLength) return fail(error, "input name too long");
@@ -343,6 +352,8 @@ std::vector<uint8_t> serializePlan(const Plan& plan) {
     for (int64_t p : s.params) w.i64(p);
     w.str(s.origin);
   }
+  w.u8(static_cast<uint8_t>(plan.target));
+  for (const Step& s : plan.steps) w.u8(static_cast<uint8_t>(s.gpuMapping));
   return w.take();
 }
 
@@ -355,9 +366,9 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
   if (!r.ok() || std::memcmp(magic, kMagic, sizeof(magic)) != 0) return fail(error, "not an nnc plan (bad magic)");
   uint32_t version = r.u32("version");
   if (!r.ok()) return fail(error, r.error());
-  if (version != kVersion)
-    return fail(error, "unsupported plan version " + std::to_string(version) + " (this runtime reads version " +
-                           std::to_string(kVersion) + ")");
+  if (version < kOldestVersion || version > kVersion)
+    return fail(error, "unsupported plan version " + std::to_string(version) + " (this runtime reads versions " +
+                           std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) + ")");
 
   Plan p;
   p.arenaSize = r.u64("arena size");
@@ -380,6 +391,17 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
   uint32_t numSteps = r.count("step count", kMaxSteps, kMinStepBytes);
   p.steps.resize(numSteps);
   for (uint32_t i = 0; i < numSteps && r.ok(); ++i) readStep(r, &p.steps[i]);
+  if (version >= 2) {
+    uint8_t target = r.u8("target");
+    if (r.ok() && target > static_cast<uint8_t>(Target::Cuda)) r.fail("unknown target " + std::to_string(target));
+    p.target = static_cast<Target>(target);
+    for (uint32_t i = 0; i < numSteps && r.ok(); ++i) {
+      uint8_t mapping = r.u8("step GPU mapping");
+      if (r.ok() && mapping > static_cast<uint8_t>(GpuMapping::WarpPerPoint))
+        r.fail("unknown GPU mapping " + std::to_string(mapping));
+      p.steps[i].gpuMapping = static_cast<GpuMapping>(mapping);
+    }
+  }
   if (!r.ok()) return fail(error, r.error());
   if (r.left() != 0) return fail(error, std::to_string(r.left()) + " trailing bytes after the plan");
   std::string message;

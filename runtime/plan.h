@@ -30,6 +30,13 @@ struct BufferRef {
   uint64_t size;    // bytes
 };
 
+// Where the plan's kernels run (plan format version 2; version 1 plans are Cpu).
+enum class Target : uint8_t { Cpu, Cuda };
+
+// Cuda kernel steps: how the generated kernel maps outer points to threads (codegen/cuda's
+// ThreadMapping); the launch grid follows from it and outerSize (runtime/cuda/launch_dims.h).
+enum class GpuMapping : uint8_t { ThreadPerPoint, WarpPerPoint };
+
 enum class StepKind : uint8_t { Kernel, Builtin };
 struct Step {
   StepKind kind;
@@ -39,6 +46,7 @@ struct Step {
   int64_t workPerPoint = 1;   // Kernel: rough cost of one outer point (elements touched)
   std::vector<int64_t> params;  // Builtin: the parameter block
   std::string origin;         // graph node(s) it came from, for errors and profiles
+  GpuMapping gpuMapping = GpuMapping::ThreadPerPoint;  // Kernel on Target::Cuda (version 2)
 };
 
 struct Plan {
@@ -48,9 +56,11 @@ struct Plan {
   std::vector<Step> steps;
   uint64_t arenaSize = 0;
   uint64_t weightsSize = 0;
+  Target target = Target::Cpu;  // version 2
 };
 
-// A stable little-endian binary encoding (versioned); deserialize checks every length and index.
+// A stable little-endian binary encoding (versioned: writes version 2, reads 1 and 2); deserialize
+// checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);
 // The checks deserializePlan applies (dtypes known, byte sizes consistent with shapes, buffer refs

@@ -18,6 +18,7 @@
 #include "codegen/cuda/prelude_embed.h"
 #include "codegen/cuda/scalar_ops.h"
 #include "codegen/cuda/source_writer.h"
+#include "runtime/cuda/launch_dims.h"
 
 namespace nnc::codegen::cuda {
 
@@ -27,9 +28,8 @@ using kir::ExprId;
 using kir::ExprOp;
 using kir::ReduceOp;
 
-constexpr int kWarpSize = 32;
-constexpr int64_t kBlockSize = 256;
-constexpr int64_t kMaxGrid = 65536;  // grid-stride loops cover the rest
+// The launch rule (block size, grid cap) lives in runtime/cuda/launch_dims.h, shared with the CUDA
+// runtime.
 
 bool isIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -360,10 +360,11 @@ ThreadMapping threadMapping(const kir::Kernel& kernel) {
 }
 
 LaunchDims launchDims(ThreadMapping mapping, int64_t points) {
-  const int64_t perBlock = mapping == ThreadMapping::ThreadPerPoint ? kBlockSize : kBlockSize / kWarpSize;
+  const rt::cuda::LaunchShape s = rt::cuda::launchShape(
+      mapping == ThreadMapping::ThreadPerPoint ? rt::GpuMapping::ThreadPerPoint : rt::GpuMapping::WarpPerPoint, points);
   LaunchDims d;
-  d.blockX = static_cast<uint32_t>(kBlockSize);
-  d.gridX = static_cast<uint32_t>(std::clamp<int64_t>((points + perBlock - 1) / perBlock, 1, kMaxGrid));
+  d.blockX = s.blockX;
+  d.gridX = s.gridX;
   return d;
 }
 

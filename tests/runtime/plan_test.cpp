@@ -34,7 +34,9 @@ void expectSamePlan(const Plan& a, const Plan& b) {
     EXPECT_EQ(a.steps[i].workPerPoint, b.steps[i].workPerPoint);
     EXPECT_EQ(a.steps[i].params, b.steps[i].params);
     EXPECT_EQ(a.steps[i].origin, b.steps[i].origin);
+    EXPECT_EQ(a.steps[i].gpuMapping, b.steps[i].gpuMapping);
   }
+  EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.arenaSize, b.arenaSize);
   EXPECT_EQ(a.weightsSize, b.weightsSize);
 }
@@ -83,8 +85,8 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   s.origin = "o";
   p.steps.push_back(s);
   // Written out by hand from the format description in runtime/plan.cpp.
-  const std::vector<uint8_t> expected = {
-      'N', 'N', 'C', 'P', 1, 0, 0, 0,               // magic, version 1
+  std::vector<uint8_t> expected = {
+      'N', 'N', 'C', 'P', 2, 0, 0, 0,               // magic, version 2
       0x02, 0x01, 0, 0, 0, 0, 0, 0,                 // arena size
       16, 0, 0, 0, 0, 0, 0, 0,                      // weights size
       0, 0, 0, 0, 0, 0, 0, 0,                       // no inputs, no outputs
@@ -96,12 +98,21 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
       3, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,  // outer size 3, work per point 5
       0, 0, 0, 0,                                   // no params
       1, 0, 0, 0, 'o',                              // origin "o"
+      0,                                            // version 2: target cpu
+      0,                                            // version 2: step 0 thread per point
   };
   EXPECT_EQ(serializePlan(p), expected);
   Plan back;
   std::string error;
   ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &back, &error)) << error;
   expectSamePlan(p, back);
+  // Version 1 (no target/mapping tail) still reads, as a cpu plan.
+  expected[4] = 1;
+  expected.resize(expected.size() - 2);
+  Plan v1;
+  ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &v1, &error)) << error;
+  expectSamePlan(p, v1);
+  EXPECT_EQ(v1.target, Target::Cpu);
 }
 
 TEST(Plan, RoundTrip) {
@@ -121,14 +132,14 @@ TEST(Plan, RejectsBadHeader) {
   bad[0] = 'X';
   EXPECT_EQ(deserializeError(bad), "not an nnc plan (bad magic)");
   bad = bytes;
-  bad[4] = 2;
-  EXPECT_EQ(deserializeError(bad), "unsupported plan version 2 (this runtime reads version 1)");
+  bad[4] = 3;
+  EXPECT_EQ(deserializeError(bad), "unsupported plan version 3 (this runtime reads versions 1 to 2)");
   EXPECT_EQ(deserializeError({'N', 'N'}), "not an nnc plan (bad magic)");
   bad = bytes;
   bad.push_back(0);
   EXPECT_EQ(deserializeError(bad), "1 trailing bytes after the plan");
   bad.assign(bytes.begin(), bytes.end() - 1);
-  EXPECT_EQ(deserializeError(bad), "truncated plan: step origin runs past the end");
+  EXPECT_EQ(deserializeError(bad), "truncated plan: step GPU mapping runs past the end");
   Plan p;
   std::string error;
   EXPECT_FALSE(deserializePlan(nullptr, 0, &p, &error));

@@ -80,6 +80,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.output, value("-o"));
     } else if (is("--target")) {
       NNC_ASSIGN_OR_RETURN(o.compile.target, value("--target"));
+    } else if (is("--gpu-arch")) {
+      NNC_ASSIGN_OR_RETURN(o.compile.gpuArch, value("--gpu-arch"));
     } else if (is("--shape")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shape"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--shape"));
@@ -101,8 +103,10 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.outputDir, value("--output-dir"));
     } else if (is("--emit")) {
       NNC_ASSIGN_OR_RETURN(o.emit, value("--emit"));
-      if (o.emit != "ir" && o.emit != "fused-ir" && o.emit != "kernel-ir" && o.emit != "llvm")
-        return Status::error("--emit expects ir, fused-ir, kernel-ir or llvm, got '" + o.emit + "'");
+      if (o.emit != "ir" && o.emit != "fused-ir" && o.emit != "kernel-ir" && o.emit != "llvm" && o.emit != "cuda" &&
+          o.emit != "ptx")
+        return Status::error("--emit expects ir, fused-ir, kernel-ir or llvm, got '" + o.emit +
+                             "' (or, with --target=cuda, cuda or ptx)");
     } else if (is("--dump-graph")) {
       NNC_ASSIGN_OR_RETURN(o.dumpGraph, value("--dump-graph"));
     } else if (is("--disable-pass")) {

@@ -22,7 +22,7 @@ struct CommonOptions {
   std::map<std::string, std::string> inputs;  // --input NAME=FILE.pb
   std::string output;                           // -o
   std::string outputDir;                        // --output-dir
-  std::string emit;                             // --emit=ir|fused-ir|kernel-ir|llvm
+  std::string emit;                             // --emit=ir|fused-ir|kernel-ir|llvm|cuda|ptx
   std::string dumpGraph;                        // --dump-graph=FILE.dot
   std::string expectPass;                       // nnc test --expect-pass=FILE
   std::string writePassing;                     // nnc test --write-passing=FILE

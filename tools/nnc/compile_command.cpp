@@ -32,6 +32,8 @@ int compileCommand(const CommonOptions& o) {
   const std::string& path = o.positional[0];
   if (o.output.empty() && o.emit.empty() && o.dumpGraph.empty())
     return fail("no output file: give -o MODEL.so, --emit=... or --dump-graph=FILE.dot");
+  const bool cuda = o.compile.target == "cuda";
+  if ((o.emit == "cuda" || o.emit == "ptx") && !cuda) return fail("--emit=" + o.emit + " needs --target=cuda");
   for (const std::string* out : {&o.output, &o.dumpGraph})
     if (!out->empty())
       if (Status s = checkWritable(*out); !s) return fail(s.message());
@@ -43,6 +45,9 @@ int compileCommand(const CommonOptions& o) {
   Status status;
   if (!o.output.empty()) {
     status = compileToSharedLibrary(**graph, options, o.output, &report);
+  } else if (cuda) {
+    // Printing the kernels needs no GPU: compile without creating a runnable model.
+    status = compileForEmit(**graph, options, &report);
   } else {
     Expected<std::unique_ptr<CompiledModel>> model = compileJit(**graph, options);
     status = model.status();
@@ -53,6 +58,8 @@ int compileCommand(const CommonOptions& o) {
   if (o.emit == "fused-ir") std::cout << report.irAfter;
   if (o.emit == "kernel-ir") std::cout << report.kernelIr;
   if (o.emit == "llvm") std::cout << report.llvmIr;
+  if (o.emit == "cuda") std::cout << report.cudaSource;
+  if (o.emit == "ptx") std::cout << report.ptx;
   if (!o.dumpGraph.empty()) {
     std::ofstream dot(o.dumpGraph);
     dot << report.dot;

@@ -17,9 +17,11 @@ const char kUsage[] =
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
     "  --target=cpu|cuda            code generation target (default cpu)\n"
+    "  --gpu-arch=sm_90             cuda: the GPU architecture of the cubin (PTX for newer GPUs rides along)\n"
     "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
     "  --emit=ir|fused-ir|kernel-ir|llvm   print the graph before/after passes, the kernels, or LLVM IR\n"
+    "  --emit=cuda|ptx              with --target=cuda: print the kernels' CUDA C++ or PTX (needs no GPU)\n"
     "  --dump-graph=FILE.dot        write the fused graph as Graphviz\n"
     "  --time-passes  --print-after-all  --verify-each  --disable-pass=NAME  --threads=N  -v\n";
 

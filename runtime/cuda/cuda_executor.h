@@ -1,0 +1,47 @@
+// The CUDA executor: runs a Target::Cuda plan on an NVIDIA GPU through the dlopen'd driver API. At
+// create time it loads the kernels (cubin, else the PTX for newer GPUs), allocates one device arena
+// from the plan, device buffers for the model inputs and outputs, and a device copy of the weights;
+// each run copies the host inputs in, launches the kernel steps in order on its own stream, runs
+// host builtins on host copies of their buffers, and copies the outputs back. Everything is freed on
+// destroy. Without a driver or GPU, creation fails with NNC_ERROR_NO_DEVICE.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "nnc/model.h"
+#include "runtime/model_handle.h"
+#include "runtime/plan.h"
+
+namespace nnc::rt::cuda {
+
+// The compiled kernels of a plan, as the compiler embedded them. Only read during creation (the
+// driver copies the image), so they need not outlive the handle.
+struct ModuleImages {
+  const void* cubin = nullptr;  // for the architecture the model was compiled for; may be empty
+  size_t cubinSize = 0;
+  const char* ptx = nullptr;  // NUL-terminated; JIT-compiled by the driver when the cubin does not load
+  size_t ptxSize = 0;         // without the NUL
+};
+
+// The message prefix of every NNC_ERROR_NO_DEVICE failure.
+inline constexpr const char* kNoDevicePrefix = "no CUDA driver/GPU: ";
+
+// Builds a CUDA executor for `plan` (target cuda) and wraps it in a C ABI handle. `weights` (host)
+// must stay valid while keepAlive lives (host builtins may read weights). opts may be null. Device
+// ordinal: $NNC_CUDA_DEVICE, else 0. Returns null with *error and *status on failure:
+// NNC_ERROR_NO_DEVICE ("no CUDA driver/GPU: <reason>"), NNC_ERROR_OUT_OF_MEMORY (device memory),
+// NNC_ERROR_INVALID_ARGUMENT (bad options), NNC_ERROR_RUNTIME (a failed driver call, e.g. a module
+// that loads neither as cubin nor as PTX) or NNC_ERROR_INTERNAL (an inconsistent plan).
+nnc_model* createCudaModelHandle(Plan plan, const uint8_t* weights, std::shared_ptr<void> keepAlive,
+                                 const ModuleImages& images, const nnc_options* opts, std::string* error,
+                                 nnc_status* status);
+
+// Whether a CUDA driver and device are usable in this process; *why says why not.
+bool cudaDeviceAvailable(std::string* why);
+
+// Free and total memory of device `ordinal` in bytes (tests: memory stays flat over create/destroy).
+bool cudaDeviceMemory(int ordinal, size_t* freeBytes, size_t* totalBytes, std::string* error);
+
+}  // namespace nnc::rt::cuda

@@ -1,0 +1,544 @@
+// --target=cuda through the driver, the runtime and the CLI: the plan format (version 2, version 1
+// still read), the launch rule, --emit=cuda/ptx text, cuda model.so files (embedded cubin + PTX,
+// NNC_ERROR_NO_DEVICE without a GPU), the real models compiled for cuda, and the nnc command line.
+// Where a GPU is present the same tests run the models and compare with the CPU JIT or with ONNX
+// Runtime's outputs; where none is, those parts skip (GTEST_SKIP) with the driver's reason.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "driver/compiler.h"
+#include "frontend/onnx/importer.h"
+#include "ir/builder.h"
+#include "runtime/cuda/cuda_executor.h"
+#include "runtime/cuda/launch_dims.h"
+#include "runtime/model_handle.h"
+#include "runtime/plan.h"
+#include "tests/cuda/cuda_lowering_util.h"
+#include "tests/driver/driver_test_util.h"
+
+namespace nnc::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Kernels compiled by these tests go to a cache in the build tree, not to ~/.cache.
+void useTestKernelCache() {
+  static const bool once = [] {
+    if (!std::getenv("NNC_CACHE_DIR")) setenv("NNC_CACHE_DIR", NNC_BINARY_DIR "/cuda-kernel-cache", 1);
+    return true;
+  }();
+  (void)once;
+}
+
+// Whether a CUDA device can run models here; *why says why not.
+bool haveGpu(std::string* why) { return rt::cuda::cudaDeviceAvailable(why); }
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// y = softmax(relu(x @ w + b)) over the last axis, and the top-3 of y per row (values, indices):
+// a GEMM, an epilogue, a row reduction (warp-per-point) and the TopK host builtin.
+std::unique_ptr<Graph> smallGraph(bool withTopK) {
+  auto g = std::make_unique<Graph>();
+  GraphBuilder b(*g);
+  std::mt19937 rng(3);
+  Value* x = b.input("x", DType::F32, Shape{6, 40});
+  Value* w = b.constant(randomTensor(DType::F32, Shape{40, 48}, rng), "w");
+  Value* bias = b.constant(randomTensor(DType::F32, Shape{48}, rng), "bias");
+  Attributes axis;
+  axis.set("axis", int64_t{-1});
+  Value* y = b.op(OpKind::Softmax, {b.relu(b.add(b.matmul(x, w), bias))}, axis, "softmax");
+  b.output(y);
+  if (withTopK) {
+    Attributes topk;
+    topk.set("k", int64_t{3});
+    std::vector<Value*> outs = b.opMulti(OpKind::TopK, {y}, topk, -1, "topk");
+    if (outs.size() == 2) {
+      b.output(outs[0]);
+      b.output(outs[1]);
+    }
+  }
+  EXPECT_TRUE(b.status().isOk()) << b.status().message();
+  return g;
+}
+
+CompileOptions cudaOptions(int level = 2) {
+  useTestKernelCache();
+  CompileOptions o;
+  o.target = "cuda";
+  o.optLevel = level;
+  o.verifyEachPass = true;
+  return o;
+}
+
+// --- plan format ------------------------------------------------------------------------------
+
+// A version-1 plan, written out by hand from the format description in runtime/plan.cpp: one
+// weight buffer, one kernel step.
+const std::vector<uint8_t> kPlanV1 = {
+    'N', 'N', 'C', 'P', 1, 0, 0, 0,                      // magic, version 1
+    0x02, 0x01, 0, 0, 0, 0, 0, 0,                        // arena size 0x102
+    16, 0, 0, 0, 0, 0, 0, 0,                             // weights size 16
+    0, 0, 0, 0, 0, 0, 0, 0,                              // no inputs, no outputs
+    1, 0, 0, 0,                                          // one buffer
+    1, 8, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,   // Weight, offset 8, size 8
+    1, 0, 0, 0,                                          // one step
+    0, 1, 0, 0, 0, 'k',                                  // Kernel "k"
+    1, 0, 0, 0, 0, 0, 0, 0,                              // args {0}
+    3, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,      // outer size 3, work per point 5
+    0, 0, 0, 0,                                          // no params
+    1, 0, 0, 0, 'o',                                     // origin "o"
+};
+
+TEST(CudaPlan, Version1StillDeserialisesAsACpuPlan) {
+  rt::Plan p;
+  std::string error;
+  ASSERT_TRUE(rt::deserializePlan(kPlanV1.data(), kPlanV1.size(), &p, &error)) << error;
+  EXPECT_EQ(p.target, rt::Target::Cpu);
+  EXPECT_EQ(p.arenaSize, 0x102u);
+  EXPECT_EQ(p.weightsSize, 16u);
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].name, "k");
+  EXPECT_EQ(p.steps[0].outerSize, 3);
+  EXPECT_EQ(p.steps[0].workPerPoint, 5);
+  EXPECT_EQ(p.steps[0].origin, "o");
+  EXPECT_EQ(p.steps[0].gpuMapping, rt::GpuMapping::ThreadPerPoint);
+  // Re-serialised it is a version-2 plan: the same bytes with version 2 and the tail appended.
+  std::vector<uint8_t> v2 = kPlanV1;
+  v2[4] = 2;
+  v2.push_back(0);  // target cpu
+  v2.push_back(0);  // step 0: thread per point
+  EXPECT_EQ(rt::serializePlan(p), v2);
+}
+
+TEST(CudaPlan, Version2CarriesTheTargetAndEachStepsMapping) {
+  rt::Plan p;
+  ASSERT_TRUE(rt::deserializePlan(kPlanV1.data(), kPlanV1.size(), &p, nullptr));
+  p.target = rt::Target::Cuda;
+  p.steps[0].gpuMapping = rt::GpuMapping::WarpPerPoint;
+  const std::vector<uint8_t> bytes = rt::serializePlan(p);
+  ASSERT_EQ(bytes.size(), kPlanV1.size() + 2);
+  EXPECT_EQ(bytes[4], 2);
+  EXPECT_EQ(bytes[bytes.size() - 2], 1);  // cuda
+  EXPECT_EQ(bytes[bytes.size() - 1], 1);  // warp per point
+  rt::Plan back;
+  std::string error;
+  ASSERT_TRUE(rt::deserializePlan(bytes.data(), bytes.size(), &back, &error)) << error;
+  EXPECT_EQ(back.target, rt::Target::Cuda);
+  EXPECT_EQ(back.steps[0].gpuMapping, rt::GpuMapping::WarpPerPoint);
+  EXPECT_EQ(rt::serializePlan(back), bytes);
+
+  std::vector<uint8_t> bad = bytes;
+  bad[bad.size() - 2] = 7;
+  EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
+  EXPECT_EQ(error, "unknown target 7");
+  bad = bytes;
+  bad.back() = 2;
+  EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
+  EXPECT_EQ(error, "unknown GPU mapping 2");
+  bad.assign(bytes.begin(), bytes.end() - 2);  // a version-2 header without its tail
+  EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
+  EXPECT_EQ(error, "truncated plan: target runs past the end");
+  bad = kPlanV1;
+  bad[4] = 3;
+  EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
+  EXPECT_EQ(error, "unsupported plan version 3 (this runtime reads versions 1 to 2)");
+}
+
+TEST(CudaPlan, EachExecutorRefusesTheOtherTargetsPlan) {
+  rt::Plan cpuPlan;
+  ASSERT_TRUE(rt::deserializePlan(kPlanV1.data(), kPlanV1.size(), &cpuPlan, nullptr));
+  const uint8_t weights[16] = {};
+  std::string error;
+  nnc_status status = NNC_OK;
+  // Checked before the driver is touched, so this holds with or without a GPU.
+  nnc_model* m = rt::cuda::createCudaModelHandle(cpuPlan, weights, nullptr, {}, nullptr, &error, &status);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(status, NNC_ERROR_INTERNAL);
+  EXPECT_EQ(error, "the plan is for the cpu target; the CUDA executor runs cuda plans only");
+
+  rt::Plan cudaPlan = cpuPlan;
+  cudaPlan.target = rt::Target::Cuda;
+  rt::SymbolTable symbols;
+  m = rt::createModelHandle(cudaPlan, weights, nullptr, symbols, nullptr, &error, &status);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(status, NNC_ERROR_INTERNAL);
+  EXPECT_EQ(error, "the plan is for the cuda target; the CPU executor runs cpu plans only");
+
+  // A cuda plan with kernels but no module images.
+  m = rt::cuda::createCudaModelHandle(cudaPlan, weights, nullptr, {}, nullptr, &error, &status);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(status, NNC_ERROR_INTERNAL);
+  EXPECT_EQ(error, "the plan has kernels but the model carries no CUDA module");
+}
+
+// --- launch rule ------------------------------------------------------------------------------
+
+TEST(CudaLaunch, RuntimeAndEmitterShareTheRule) {
+  using rt::GpuMapping;
+  using rt::cuda::launchShape;
+  // 256-thread blocks; a thread per point, or a warp (8 per block) per point; 1 <= grid <= 65536.
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, 1000).gridX, 4u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, 1024).gridX, 4u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, 1025).gridX, 5u);
+  EXPECT_EQ(launchShape(GpuMapping::WarpPerPoint, 1000).gridX, 125u);
+  EXPECT_EQ(launchShape(GpuMapping::WarpPerPoint, 1).gridX, 1u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, 0).gridX, 1u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, int64_t{1} << 40).gridX, 65536u);
+  EXPECT_EQ(launchShape(GpuMapping::WarpPerPoint, 7).blockX, 256u);
+  for (int64_t points : {1, 31, 256, 257, 5000, 1 << 20, 1 << 30}) {
+    auto e = codegen::cuda::launchDims(codegen::cuda::ThreadMapping::WarpPerPoint, points);
+    auto r = launchShape(GpuMapping::WarpPerPoint, points);
+    EXPECT_EQ(e.gridX, r.gridX) << points;
+    EXPECT_EQ(e.blockX, r.blockX) << points;
+    e = codegen::cuda::launchDims(codegen::cuda::ThreadMapping::ThreadPerPoint, points);
+    r = launchShape(GpuMapping::ThreadPerPoint, points);
+    EXPECT_EQ(e.gridX, r.gridX) << points;
+  }
+}
+
+// --- the driver -------------------------------------------------------------------------------
+
+TEST(CudaDriver, EmitsCudaSourceAndPtxForASmallGraph) {
+  auto g = smallGraph(/*withTopK=*/true);
+  CompileReport report;
+  Status s = compileForEmit(*g, cudaOptions(), &report);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_GE(report.numKernels, 1);
+  EXPECT_EQ(report.numBuiltins, 1) << "TopK runs as a host builtin";
+  EXPECT_TRUE(report.llvmIr.empty()) << "no LLVM for the cuda target";
+  EXPECT_NE(report.cudaSource.find("// Generated by nnc's CUDA backend."), std::string::npos);
+  EXPECT_NE(report.cudaSource.find("__shfl_xor_sync"), std::string::npos) << "softmax reduces over a warp";
+  EXPECT_NE(report.ptx.find(".target sm_90"), std::string::npos);
+  // Every kernel of the kernel IR is a __global__ function in the source and an entry in the PTX.
+  int kernels = 0;
+  for (size_t at = report.kernelIr.find("kernel "); at != std::string::npos;
+       at = report.kernelIr.find("kernel ", at + 1)) {
+    const size_t end = report.kernelIr.find_first_of(" (\n", at + 7);
+    const std::string name = report.kernelIr.substr(at + 7, end - at - 7);
+    if (name.rfind("nnc_k", 0) != 0) continue;
+    ++kernels;
+    EXPECT_NE(report.cudaSource.find("extern \"C\" __global__ void " + name + "("), std::string::npos) << name;
+    EXPECT_NE(report.ptx.find(".entry " + name + "("), std::string::npos) << name;
+  }
+  EXPECT_EQ(kernels, report.numKernels) << report.kernelIr.substr(0, 400);
+}
+
+TEST(CudaDriver, GpuArchSelectsThePtxTargetAndIsChecked) {
+  auto g = smallGraph(false);
+  CompileOptions o = cudaOptions();
+  o.gpuArch = "sm_80";
+  CompileReport report;
+  Status s = compileForEmit(*g, o, &report);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_NE(report.ptx.find(".target sm_80"), std::string::npos);
+  for (const char* bad : {"compute_90", "sm_9", "sm_9x", "90", ""}) {
+    auto g2 = smallGraph(false);
+    o.gpuArch = bad;
+    s = compileForEmit(*g2, o, &report);
+    ASSERT_FALSE(s.isOk()) << bad;
+    EXPECT_EQ(s.message(), "GPU architecture '" + std::string(bad) +
+                               "' is not a real architecture such as sm_80 or sm_90");
+  }
+}
+
+TEST(CudaDriver, CpuTargetIsUnchanged) {
+  auto g = smallGraph(true);
+  CompileOptions o;
+  CompileReport report;
+  Status s = compileForEmit(*g, o, &report);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_FALSE(report.llvmIr.empty());
+  EXPECT_TRUE(report.cudaSource.empty());
+  EXPECT_TRUE(report.ptx.empty());
+}
+
+// Where there is no device: compileJit compiles, then fails saying why (never crashes).
+TEST(CudaDriver, JitWithoutADeviceSaysWhy) {
+  std::string why;
+  if (haveGpu(&why)) GTEST_SKIP() << "a CUDA device is present; this tests machines without one";
+  auto g = smallGraph(true);
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, cudaOptions());
+  ASSERT_FALSE(model.isOk());
+  EXPECT_EQ(model.status().message(), "no CUDA driver/GPU: " + why);
+}
+
+// CUDA JIT vs CPU JIT on the same graph, three runs (buffers are reused across runs).
+TEST(CudaDriver, JitMatchesTheCpuJitOnTheGpu) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  std::mt19937 rng(11);
+  auto cpuGraph = smallGraph(true);
+  const std::vector<Tensor> inputs = randomInputs(*cpuGraph, rng);
+  auto g = smallGraph(true);
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, cudaOptions());
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  auto cpu = compileJit(*cpuGraph, CompileOptions{});
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  auto want = (*cpu)->run(inputs);
+  ASSERT_TRUE(want.isOk()) << want.status().message();
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    auto got = (*model)->run(inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    ASSERT_EQ(got->size(), 3u);
+    expectNear((*got)[0], (*want)[0], 1e-5, 1e-6, "softmax");
+    expectNear((*got)[1], (*want)[1], 1e-5, 1e-6, "topk values");
+    expectNear((*got)[2], (*want)[2], 0, 0, "topk indices");
+  }
+  // Bad arguments are checked before anything reaches the GPU.
+  Tensor wrong(DType::F32, Shape{6, 41});
+  auto bad = (*model)->run({wrong});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("expected shape [6x40], got [6x41]"), std::string::npos)
+      << bad.status().message();
+}
+
+// --- model.so ---------------------------------------------------------------------------------
+
+// Compiles the small graph to `so` for cuda; the report when asked.
+void compileSmallCudaLibrary(const std::string& so, CompileReport* report) {
+  auto g = smallGraph(true);
+  Status s = compileToSharedLibrary(*g, cudaOptions(), so, report);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_TRUE(fs::exists(so));
+}
+
+// Cross-compiling: the model.so carries cubin and PTX; nnc_model_create succeeds on a GPU and
+// fails with NNC_ERROR_NO_DEVICE and the reason elsewhere.
+TEST(CudaSharedLibrary, EmbedsTheKernelsAndCreatesOnlyWithADevice) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string so = dir.path() + "/small_cuda.so";
+  CompileReport report;
+  ASSERT_NO_FATAL_FAILURE(compileSmallCudaLibrary(so, &report));
+  // The PTX text rides along in .rodata (for GPUs newer than the cubin's architecture).
+  const std::string bytes = readFile(so);
+  ASSERT_FALSE(report.ptx.empty());
+  const size_t entry = report.ptx.find(".entry ");
+  ASSERT_NE(entry, std::string::npos);
+  EXPECT_NE(bytes.find(report.ptx.substr(entry, report.ptx.find('(', entry) - entry)), std::string::npos);
+  EXPECT_NE(bytes.find("\x7f" "ELF", 64), std::string::npos) << "an embedded cubin (an ELF image) after the header";
+
+  ModelApi api;
+  std::string error;
+  ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
+  nnc_model* m = reinterpret_cast<nnc_model*>(0x1);
+  const nnc_status st = api.create(&m, nullptr);
+  std::string why;
+  if (haveGpu(&why)) {
+    ASSERT_EQ(st, NNC_OK) << api.lastError();
+    EXPECT_EQ(api.numInputs(m), 1u);
+    EXPECT_EQ(api.numOutputs(m), 3u);
+    api.destroy(m);
+    return;
+  }
+  EXPECT_EQ(st, NNC_ERROR_NO_DEVICE);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(std::string(api.lastError()), "no CUDA driver/GPU: " + why);
+}
+
+TEST(CudaSharedLibrary, RunsLikeTheCpuJitOnTheGpu) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  ScratchDir dir;
+  const std::string so = dir.path() + "/small_cuda.so";
+  ASSERT_NO_FATAL_FAILURE(compileSmallCudaLibrary(so, nullptr));
+  ModelApi api;
+  std::string error;
+  ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
+  nnc_model* m = nullptr;
+  ASSERT_EQ(api.create(&m, nullptr), NNC_OK) << api.lastError();
+  std::mt19937 rng(5);
+  auto cpuGraph = smallGraph(true);
+  const std::vector<Tensor> inputs = randomInputs(*cpuGraph, rng);
+  auto cpu = compileJit(*cpuGraph, CompileOptions{});
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  auto want = (*cpu)->run(inputs);
+  ASSERT_TRUE(want.isOk()) << want.status().message();
+  auto got = runThroughAbi(api, m, inputs);
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  expectNear((*got)[0], (*want)[0], 1e-5, 1e-6, "softmax");
+  expectNear((*got)[1], (*want)[1], 1e-5, 1e-6, "topk values");
+  expectNear((*got)[2], (*want)[2], 0, 0, "topk indices");
+  api.destroy(m);
+}
+
+// Create/run/destroy in a loop: device memory stays flat (GPU only).
+TEST(CudaSharedLibrary, DeviceMemoryStaysFlatOverCreateRunDestroy) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  auto g = smallGraph(true);
+  auto anchor = compileJit(*g, cudaOptions());  // keeps the primary context alive throughout
+  ASSERT_TRUE(anchor.isOk()) << anchor.status().message();
+  std::mt19937 rng(9);
+  const std::vector<Tensor> inputs = randomInputs(*g, rng);
+  auto cycle = [&] {
+    auto g2 = smallGraph(true);
+    auto model = compileJit(*g2, cudaOptions());
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    ASSERT_TRUE((*model)->run(inputs).isOk());
+  };
+  cycle();  // warm-up: lazy driver allocations happen once
+  size_t before = 0, after = 0, total = 0;
+  std::string error;
+  ASSERT_TRUE(rt::cuda::cudaDeviceMemory(0, &before, &total, &error)) << error;
+  for (int i = 0; i < 20; ++i) cycle();
+  ASSERT_TRUE(rt::cuda::cudaDeviceMemory(0, &after, &total, &error)) << error;
+  // Allocation granularity is 2 MiB; 20 leaked models would show as far more.
+  EXPECT_LE(before > after ? before - after : 0, size_t{4} << 20) << "free " << before << " -> " << after;
+}
+
+// --- the real models --------------------------------------------------------------------------
+
+// Each real model compiled to a cuda model.so and created: on a GPU it is run on its test data and
+// compared with ONNX Runtime's outputs (rtol 1e-4, atol 1e-5); without one, creation must fail with
+// NNC_ERROR_NO_DEVICE.
+void checkRealModels(bool run) {
+  const std::string root = std::string(NNC_BINARY_DIR) + "/models";
+  const auto models = codegen::cuda::testing::realModels(root);
+  if (models.empty())
+    GTEST_SKIP() << "no real models in " << root << " (generate them with tests/models/make_models.py " << root << ")";
+  std::string why;
+  const bool gpu = haveGpu(&why);
+  ASSERT_EQ(run, gpu);
+  ScratchDir dir;
+  int compiled = 0, ran = 0;
+  for (const fs::path& caseDir : models) {
+    SCOPED_TRACE(caseDir.filename().string());
+    const std::string model = (caseDir / "model.onnx").string();
+    auto graph = onnx::importModelFile(model, {});
+    ASSERT_TRUE(graph.isOk()) << graph.status().message();
+    const std::string so = dir.path() + "/" + caseDir.filename().string() + ".so";
+    Status s = compileToSharedLibrary(**graph, cudaOptions(), so);
+    ASSERT_TRUE(s.isOk()) << s.message().substr(0, 2000);
+    ++compiled;
+    ModelApi api;
+    std::string error;
+    ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
+    nnc_model* m = nullptr;
+    const nnc_status st = api.create(&m, nullptr);
+    if (!gpu) {
+      EXPECT_EQ(st, NNC_ERROR_NO_DEVICE) << api.lastError();
+      continue;
+    }
+    ASSERT_EQ(st, NNC_OK) << api.lastError();
+    const std::vector<Tensor> inputs = codegen::cuda::testing::readFirstDataSet(caseDir);
+    auto got = runThroughAbi(api, m, inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    for (size_t k = 0; k < got->size(); ++k) {
+      const fs::path want = caseDir / "test_data_set_0" / ("output_" + std::to_string(k) + ".pb");
+      auto expected = onnx::readTensorFile(want.string());
+      ASSERT_TRUE(expected.isOk()) << expected.status().message();
+      expectNear((*got)[k], *expected, 1e-4, 1e-5, caseDir.filename().string() + " output " + std::to_string(k));
+    }
+    api.destroy(m);
+    ++ran;
+  }
+  std::cout << "[ cuda     ] real models: " << compiled << " compiled to cuda model.so files, " << ran
+            << " run on a GPU\n";
+  EXPECT_EQ(compiled, static_cast<int>(models.size()));
+  EXPECT_EQ(ran, gpu ? compiled : 0);
+}
+
+TEST(CudaSharedLibrary, RealModelsCompileForCudaWithoutADevice) {
+  std::string why;
+  if (haveGpu(&why)) GTEST_SKIP() << "a CUDA device is present: RealModelsMatchOnnxRuntimeOnTheGpu covers this";
+  checkRealModels(/*run=*/false);
+}
+
+TEST(CudaSharedLibrary, RealModelsMatchOnnxRuntimeOnTheGpu) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  checkRealModels(/*run=*/true);
+}
+
+// --- the command line -------------------------------------------------------------------------
+
+struct CliResult {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+// Runs the nnc binary with `args` (each single-quoted) in `cwd`, capturing stdout and stderr.
+CliResult runNnc(const std::vector<std::string>& args, const std::string& cwd) {
+  std::string cmd = "cd '" + cwd + "' && NNC_CACHE_DIR='" NNC_BINARY_DIR "/cuda-kernel-cache' '" NNC_BINARY "'";
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  cmd += " 2>'" + cwd + "/stderr.txt'";
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = readFile(cwd + "/stderr.txt");
+  return r;
+}
+
+class CudaCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    caseDir_ = std::string(NNC_ONNX_NODE_TESTS) + "/test_softmax_axis_1";
+    if (!fs::exists(caseDir_ + "/model.onnx")) GTEST_SKIP() << "no ONNX node test at " << caseDir_;
+    ASSERT_FALSE(dir_.path().empty());
+  }
+  std::string caseDir_;
+  ScratchDir dir_;
+};
+
+TEST_F(CudaCli, EmitCudaAndPtxNeedNoGpu) {
+  const std::string model = caseDir_ + "/model.onnx";
+  CliResult r = runNnc({model, "--target=cuda", "--emit=cuda"}, dir_.path());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("// Generated by nnc's CUDA backend."), std::string::npos);
+  EXPECT_NE(r.out.find("extern \"C\" __global__ void nnc_k0_softmax("), std::string::npos) << r.out.substr(0, 3000);
+  r = runNnc({model, "--target", "cuda", "--gpu-arch=sm_80", "--emit=ptx"}, dir_.path());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find(".target sm_80"), std::string::npos);
+  EXPECT_NE(r.out.find(".entry nnc_k0_softmax("), std::string::npos) << r.out.substr(0, 2000);
+
+  r = runNnc({model, "--emit=cuda"}, dir_.path());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_EQ(r.err, "nnc: error: --emit=cuda needs --target=cuda\n");
+  r = runNnc({model, "--target=cuda", "--gpu-arch=compute_90", "--emit=ptx"}, dir_.path());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("GPU architecture 'compute_90' is not a real architecture such as sm_80 or sm_90"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CudaCli, CrossCompilesAModelSoThatRunsOnlyOnAGpu) {
+  const std::string model = caseDir_ + "/model.onnx";
+  CliResult r = runNnc({model, "-o", "softmax.so", "--target=cuda"}, dir_.path());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir_.path() + "/softmax.so"));
+  r = runNnc({"run", "softmax.so", "--input", "x=" + caseDir_ + "/test_data_set_0/input_0.pb", "--output-dir", "out"},
+             dir_.path());
+  std::string why;
+  if (!haveGpu(&why)) {  // the machine has no GPU: a clean failure that says why
+    EXPECT_EQ(r.exitCode, 1);
+    EXPECT_EQ(r.err, "nnc: error: softmax.so: no CUDA driver/GPU: " + why + "\n");
+    EXPECT_FALSE(fs::exists(dir_.path() + "/out"));
+    return;
+  }
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto got = onnx::readTensorFile(dir_.path() + "/out/y.pb");
+  auto want = onnx::readTensorFile(caseDir_ + "/test_data_set_0/output_0.pb");
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  ASSERT_TRUE(want.isOk()) << want.status().message();
+  expectNear(*got, *want, 1e-5, 1e-6, "softmax");
+}
+
+}  // namespace
+}  // namespace nnc::testing
