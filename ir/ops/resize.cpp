@@ -231,7 +231,7 @@ std::vector<Tap> axisTaps(KernelBuilder& kb, const Plan& p, const Axis& ax, Expr
   ExprId r = kb.sub(x, base);
   ExprId i0 = kb.cast(DType::I64, base);
   if (p.mode == Mode::Nearest) {
-    ExprId up;  // whether the nearest position is floor(x) + 1
+    ExprId up = kb.boolean(false);  // whether the nearest position is floor(x) + 1
     switch (p.nearest) {
       case Nearest::RoundPreferFloor: up = kb.lt(c(0.5), r); break;
       case Nearest::RoundPreferCeil: up = kb.le(c(0.5), r); break;
