@@ -1,0 +1,530 @@
+#!/usr/bin/env python3
+"""Benchmarks nnc (eager -O0 and fused -O2) against ONNX Runtime and PyTorch eager on CPU.
+
+Produces bench/results/<date>.json (every sample's statistics, load averages, machine info) and
+bench/results/<date>.md (the tables README includes). See bench/README.md.
+
+Workloads: every <name>/model.onnx in the models directory (tests/models/make_models.py output) plus
+micro-graphs built here with onnx.helper: a GELU-like pointwise chain on 1M elements, softmax over
+1024x1024, a decomposed layernorm over 4096x1024 and a 512^3 MatMul with a bias+ReLU epilogue.
+
+All runtimes get the same input tensors, the same thread count (nproc unless --threads), and the same
+warm-up and iteration counts. nnc is timed by `nnc bench --json` (which compiles -O0 and -O2 and times
+model runs only, not compilation), ORT in this process, PyTorch in a /usr/bin/python3 subprocess
+(bench/torch_worker.py) because Debian's python3-torch 1.13 lives there.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_PYTHON = "/usr/bin/python3"
+TORCH_WORKER = os.path.join(REPO, "bench", "torch_worker.py")
+# Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
+LOAD_PER_CORE_LIMIT = 0.5
+# Models that take tens to hundreds of milliseconds per run in nnc get fewer iterations.
+SLOW_WORKLOADS = {"model_resnet18", "model_mobilenetv2"}
+
+
+# --- machine state --------------------------------------------------------------------------------
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return [float(v) for v in f.read().split()[:3]]
+
+
+def cpu_info():
+    model, flags = "unknown", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    simd = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+    return model, simd
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("+uncommitted" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def blas_library():
+    """Debian's python3-torch does its GEMMs through whichever libblas.so.3 the alternatives system selects."""
+    path = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"
+    return os.path.realpath(path) if os.path.exists(path) else "unknown"
+
+
+def torch_version():
+    try:
+        out = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                             text=True, timeout=120)
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def nnc_build_type(nnc):
+    """CMAKE_BUILD_TYPE of the build tree the binary came from (a Debug nnc compiles slowly but its kernels
+    are LLVM-optimised the same way; the runtime around them is not)."""
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(nnc))), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            for line in f:
+                if line.startswith("CMAKE_BUILD_TYPE:"):
+                    return line.split("=", 1)[1].strip() or "unspecified"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def stats(ms):
+    a = np.asarray(ms, dtype=np.float64)
+    # Linear interpolation between order statistics: the same percentile definition as `nnc bench`.
+    return {"median_ms": float(np.percentile(a, 50)), "p10_ms": float(np.percentile(a, 10)),
+            "p90_ms": float(np.percentile(a, 90)), "min_ms": float(a.min()), "samples": len(ms)}
+
+
+class Measurement:
+    """Brackets one measurement with load-average readings."""
+
+    def __init__(self, cores):
+        self.cores = cores
+
+    def __enter__(self):
+        self.load_before = load_average()
+        self.start = time.time()
+        return self
+
+    def __exit__(self, *exc):
+        self.load_after = load_average()
+        self.wall_s = time.time() - self.start
+        return False
+
+    def record(self, **fields):
+        fields.update(load_before=self.load_before, load_after=self.load_after, wall_s=round(self.wall_s, 2),
+                      loaded=self.load_before[0] > LOAD_PER_CORE_LIMIT * self.cores)
+        return fields
+
+
+# --- micro-graphs ---------------------------------------------------------------------------------
+
+def scalar(name, value):
+    return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
+
+
+def make_model(name, nodes, inputs, outputs, initializers):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="nnc-bench")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def gelu_chain(rng):
+    """x*0.5*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) as 9 pointwise nodes on 2^20 floats."""
+    n = 1 << 20
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["x2"]),
+        helper.make_node("Mul", ["x2", "x"], ["x3"]),
+        helper.make_node("Mul", ["x3", "k_cubic"], ["a"]),
+        helper.make_node("Add", ["x", "a"], ["b"]),
+        helper.make_node("Mul", ["b", "k_sqrt_2_over_pi"], ["s"]),
+        helper.make_node("Tanh", ["s"], ["t"]),
+        helper.make_node("Add", ["t", "k_one"], ["u"]),
+        helper.make_node("Mul", ["x", "k_half"], ["h"]),
+        helper.make_node("Mul", ["h", "u"], ["y"]),
+    ]
+    inits = [scalar("k_cubic", 0.044715), scalar("k_sqrt_2_over_pi", math.sqrt(2 / math.pi)), scalar("k_one", 1.0),
+             scalar("k_half", 0.5)]
+    model = make_model("gelu_chain_1M", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])], inits)
+    return model, {"x": rng.standard_normal(n, dtype=np.float32)}, {}
+
+
+def softmax(rng):
+    shape = [1024, 1024]
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    model = make_model("softmax_1024x1024", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], [])
+    return model, {"x": rng.standard_normal(shape, dtype=np.float32)}, {}
+
+
+def layernorm(rng):
+    """LayerNorm over the last axis as torch.onnx exports it at opset 13 (9 nodes)."""
+    shape, d = [4096, 1024], 1024
+    gamma = (rng.random(d, dtype=np.float32) + 0.5).astype(np.float32)
+    beta = (rng.standard_normal(d, dtype=np.float32) * 0.1).astype(np.float32)
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1], keepdims=1),
+        helper.make_node("Sub", ["x", "mean"], ["d"]),
+        helper.make_node("Pow", ["d", "k_two"], ["sq"]),
+        helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1], keepdims=1),
+        helper.make_node("Add", ["var", "k_eps"], ["ve"]),
+        helper.make_node("Sqrt", ["ve"], ["sd"]),
+        helper.make_node("Div", ["d", "sd"], ["n"]),
+        helper.make_node("Mul", ["n", "gamma"], ["g"]),
+        helper.make_node("Add", ["g", "beta"], ["y"]),
+    ]
+    inits = [scalar("k_two", 2.0), scalar("k_eps", 1e-5), numpy_helper.from_array(gamma, "gamma"),
+             numpy_helper.from_array(beta, "beta")]
+    model = make_model("layernorm_4096x1024", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return model, {"x": rng.standard_normal(shape, dtype=np.float32)}, {"gamma": gamma, "beta": beta}
+
+
+def matmul_bias_relu(rng):
+    n = 512
+    w = (rng.standard_normal((n, n), dtype=np.float32) / math.sqrt(n)).astype(np.float32)
+    b = (rng.standard_normal(n, dtype=np.float32) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["z"]),
+             helper.make_node("Relu", ["z"], ["y"])]
+    model = make_model("matmul_bias_relu_512", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
+                       [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    return model, {"x": rng.standard_normal((n, n), dtype=np.float32)}, {"W": w, "b": b}
+
+
+MICRO = {
+    "gelu_chain_1M": (gelu_chain, "9-node tanh-GELU pointwise chain, 2^20 floats"),
+    "softmax_1024x1024": (softmax, "Softmax(axis=-1) over [1024, 1024]"),
+    "layernorm_4096x1024": (layernorm, "decomposed LayerNorm (9 nodes, opset 13) over [4096, 1024]"),
+    "matmul_bias_relu_512": (matmul_bias_relu, "MatMul [512,512]x[512,512] + bias + ReLU"),
+}
+
+
+# --- workloads ------------------------------------------------------------------------------------
+
+def graph_inputs(model):
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def prepare_workloads(models_dir, work_dir, only):
+    """Returns [{name, kind, description, onnx, inputs: {name: (array, pb path)}, input_npy, params_npz}]."""
+    workloads = []
+    if os.path.isdir(models_dir):
+        for name in sorted(os.listdir(models_dir)):
+            path = os.path.join(models_dir, name, "model.onnx")
+            if not os.path.exists(path) or (only and name not in only):
+                continue
+            model = onnx.load(path)
+            (input_name,) = graph_inputs(model)
+            x = np.load(os.path.join(models_dir, name, "input_0.npy"))
+            pb = os.path.join(models_dir, name, "test_data_set_0", "input_0.pb")
+            ops = sorted({n.op_type for n in model.graph.node})
+            workloads.append({"name": name, "kind": "model", "onnx": path, "inputs": {input_name: (x, pb)},
+                              "input_npy": os.path.join(models_dir, name, "input_0.npy"), "params_npz": None,
+                              "description": f"{len(model.graph.node)} ONNX nodes; input {list(x.shape)}; "
+                                             f"ops {', '.join(ops)}"})
+    else:
+        print(f"warning: models directory {models_dir} not found; real models skipped "
+              f"(generate with: python3 tests/models/make_models.py {models_dir})", file=sys.stderr)
+    os.makedirs(work_dir, exist_ok=True)
+    for name, (build, description) in MICRO.items():
+        if only and name not in only:
+            continue
+        model, inputs, params = build(np.random.default_rng(0))
+        case = os.path.join(work_dir, name)
+        os.makedirs(case, exist_ok=True)
+        path = os.path.join(case, "model.onnx")
+        onnx.save(model, path)
+        files = {}
+        for input_name, arr in inputs.items():
+            pb = os.path.join(case, f"{input_name}.pb")
+            with open(pb, "wb") as f:
+                f.write(numpy_helper.from_array(arr, input_name).SerializeToString())
+            files[input_name] = (arr, pb)
+        (first,) = inputs.values()
+        npy = os.path.join(case, "input.npy")
+        np.save(npy, first)
+        npz = os.path.join(case, "params.npz")
+        np.savez(npz, **params)
+        workloads.append({"name": name, "kind": "micro", "onnx": path, "inputs": files, "input_npy": npy,
+                          "params_npz": npz, "description": description})
+    return workloads
+
+
+# --- runners --------------------------------------------------------------------------------------
+
+def run_nnc(nnc, workload, iterations, warmup, threads, cores):
+    cmd = [nnc, "bench", workload["onnx"], "--json", f"--iterations={iterations}", f"--warmup={warmup}",
+           f"--threads={threads}"]
+    for input_name, (_, pb) in workload["inputs"].items():
+        cmd += ["--input", f"{input_name}={pb}"]
+    with Measurement(cores) as m:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip()[-500:], "command": " ".join(cmd)}
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1]
+    report = json.loads(line)
+    eager, fused = report["runs"]
+    out = {}
+    for key, run in (("nnc_eager", eager), ("nnc_fused", fused)):
+        out[key] = m.record(**{k: run[k] for k in ("median_ms", "p10_ms", "p90_ms", "min_ms")}, samples=iterations,
+                            label=run["label"], kernels=run["kernels"], bytes_moved=run["bytes_moved"],
+                            nnc_load_before=report["load_before"], nnc_load_after=report["load_after"])
+    out["nnc_speedup_median"] = report["speedup_median"]
+    out["nnc_command"] = " ".join(cmd)
+    return out
+
+
+def run_ort(workload, level, iterations, warmup, threads, cores):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = level
+    sess = ort.InferenceSession(workload["onnx"], so, providers=["CPUExecutionProvider"])
+    feeds = {name: arr for name, (arr, _) in workload["inputs"].items()}
+    with Measurement(cores) as m:
+        outputs = sess.run(None, feeds)
+        for _ in range(warmup):
+            sess.run(None, feeds)
+        ms = []
+        for _ in range(iterations):
+            start = time.perf_counter()
+            sess.run(None, feeds)
+            ms.append((time.perf_counter() - start) * 1e3)
+    return m.record(**stats(ms)), outputs[0]
+
+
+def run_torch(workload, iterations, warmup, threads, cores, reference):
+    out_npy = os.path.join(os.path.dirname(workload["input_npy"]), "torch_bench_output.npy")
+    spec = {"kind": workload["kind"], "name": workload["name"], "input_npy": workload["input_npy"],
+            "params_npz": workload["params_npz"], "iterations": iterations, "warmup": warmup, "threads": threads,
+            "output_npy": out_npy}
+    with Measurement(cores) as m:
+        proc = subprocess.run([TORCH_PYTHON, TORCH_WORKER], input=json.dumps(spec), capture_output=True, text=True,
+                              timeout=900)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip()[-500:]}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    y = np.load(out_npy)
+    # Only a timing of the same computation is worth comparing: check torch against ORT's output.
+    diff = float(np.max(np.abs(y.astype(np.float64) - reference))) if y.shape == reference.shape else float("inf")
+    return m.record(**stats(result["ms"]), threads=result["threads"], max_abs_diff_vs_ort=diff,
+                    matches_ort=bool(diff <= 1e-3 + 1e-3 * float(np.max(np.abs(reference)))))
+
+
+def thread_degradation(nnc, models_dir, iterations, warmup, cores):
+    """Fused ResNet-18 with --threads=2, with and without a `yes > /dev/null` hog on one core."""
+    path = os.path.join(models_dir, "model_resnet18", "model.onnx")
+    pb = os.path.join(models_dir, "model_resnet18", "test_data_set_0", "input_0.pb")
+    if not os.path.exists(path):
+        return {"error": f"{path} not found"}
+    workload = {"onnx": path, "inputs": {graph_inputs(onnx.load(path))[0]: (None, pb)}}
+    runs = []
+    # Baseline, hogged, baseline again: the second baseline shows how much the shared machine drifted.
+    for hog in (False, True, False):
+        proc = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) if hog else None
+        try:
+            time.sleep(1.0 if hog else 0.0)  # let the hog get scheduled before timing starts
+            r = run_nnc(nnc, workload, iterations, warmup, 2, cores)
+        finally:
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        if "error" in r:
+            return r
+        runs.append({"hog": hog, "fused": r["nnc_fused"], "eager": r["nnc_eager"]})
+    base = [r["fused"]["median_ms"] for r in runs if not r["hog"]]
+    hogged = next(r["fused"]["median_ms"] for r in runs if r["hog"])
+    ratio = hogged / (sum(base) / len(base))
+    verdict = ("collapses (>3x)" if ratio > 3 else "degrades more than fair share (>2x)" if ratio > 2
+               else "degrades gracefully (<=2x)")
+    return {"threads": 2, "iterations": iterations, "warmup": warmup, "runs": runs, "fused_ratio": ratio,
+            "verdict": verdict}
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+def cell(m):
+    if m is None:
+        return "n/a"
+    if "error" in m:
+        return "error"
+    mark = "†" if m.get("loaded") else ""
+    return f"{m['median_ms']:.3f} ({m['p10_ms']:.3f}–{m['p90_ms']:.3f}){mark}"
+
+
+def markdown(result):
+    info, rows = result["machine"], result["workloads"]
+    loaded = [m for w in rows for m in w["measurements"].values() if isinstance(m, dict) and m.get("loaded")]
+    total = sum(1 for w in rows for m in w["measurements"].values() if isinstance(m, dict) and "median_ms" in m)
+    lines = [f"# nnc CPU benchmarks, {result['date']}", ""]
+    if loaded:
+        lines += [f"**Preliminary, machine loaded:** the 1-minute load average was above {LOAD_PER_CORE_LIMIT} "
+                  "per core "
+                  f"({LOAD_PER_CORE_LIMIT * info['cores']:.1f} on {info['cores']} cores) at the start of "
+                  f"{len(loaded)} of {total} measurements (marked †). Other processes shared the cores, so "
+                  "absolute times are inflated and noisy; ratios measured back to back are more meaningful.", ""]
+    lines += [
+        f"Machine: {info['cpu_model']}, {info['cores']} cores (nproc), SIMD {'/'.join(info['simd']) or 'none'}; "
+        f"{info['os']}. Load average (1/5/15 min) {fmt_load(result['load_start'])} at start, "
+        f"{fmt_load(result['load_end'])} at end.",
+        f"Software: nnc {info['nnc_commit']} ({info['nnc_build_type']} build), "
+        f"ONNX Runtime {info['onnxruntime']} (CPUExecutionProvider), "
+        f"PyTorch {info['torch'] or 'not available'} eager (1.13 predates torch.compile, so no compiled-PyTorch "
+        f"column), numpy {info['numpy']}.",
+        f"Method: {result['threads']} threads for every runtime; {result['warmup']} warm-up run(s) then "
+        f"{result['iterations']} timed runs ({result['slow_iterations']} for ResNet-18 and MobileNetV2); "
+        "identical input tensors. Cells are median ms (p10–p90). nnc times exclude compilation. "
+        "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
+        "than ORT with all graph optimisations.", "",
+        f"| workload | nnc eager (-O0) | nnc fused (-O2) | fused vs eager | ORT (all opts) | ORT (no opts) "
+        f"| PyTorch eager, {result['threads']} threads / 1 thread | ORT / nnc fused | kernels eager→fused "
+        "| load1 at start |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for w in rows:
+        ms = w["measurements"]
+        e, f, oa, on, pt, pt1 = (ms.get(k) for k in ("nnc_eager", "nnc_fused", "ort_all", "ort_none", "torch",
+                                                     "torch_1t"))
+        ok = lambda m: m is not None and "median_ms" in m  # noqa: E731
+        speed = f"{e['median_ms'] / f['median_ms']:.2f}x" if ok(e) and ok(f) else "n/a"
+        vs_ort = f"{oa['median_ms'] / f['median_ms']:.2f}" if ok(oa) and ok(f) else "n/a"
+        kernels = f"{e['kernels']}→{f['kernels']}" if ok(e) and ok(f) else "n/a"
+        loads = [m["load_before"][0] for m in ms.values() if isinstance(m, dict) and "load_before" in m]
+        load = f"{min(loads):.2f}–{max(loads):.2f}" if loads else "n/a"
+        torch_cell = " / ".join(cell(m) + ("" if not ok(m) or m.get("matches_ort") else " (output differs from ORT!)")
+                                for m in (pt, pt1))
+        lines.append(f"| {w['name']} | {cell(e)} | {cell(f)} | {speed} | {cell(oa)} | {cell(on)} | {torch_cell} "
+                     f"| {vs_ort} | {kernels} | {load} |")
+    lines.append("")
+    for w in rows:
+        lines.append(f"- `{w['name']}`: {w['description']}.")
+        for key, m in w["measurements"].items():
+            if isinstance(m, dict) and "error" in m:
+                lines.append(f"  - {key} failed: `{m['error'].splitlines()[-1] if m['error'] else 'no message'}`")
+    lines.append("- PyTorch column: the GELU chain and MatMul+bias+ReLU run as the same op sequence as the ONNX "
+                 "graph (one eager kernel per op); softmax and layernorm use torch.softmax / F.layer_norm, which are "
+                 "single native kernels. Real models are the tests/models/export_torch.py modules with the exporter's "
+                 "weights; every PyTorch output was checked against ORT's. "
+                 f"This PyTorch's BLAS is {info.get('torch_blas', 'unknown')}"
+                 + (" (netlib reference BLAS: unblocked and single-threaded, so PyTorch's Linear/MatMul times "
+                    "here say little about PyTorch)" if "/blas/libblas.so" in info.get("torch_blas", "") else "")
+                 + "; its convolutions go through oneDNN.")
+    deg = result.get("thread_degradation")
+    if deg:
+        lines += ["", "## Thread-pool degradation: fused ResNet-18, --threads=2, one core hogged by `yes > /dev/null`",
+                  ""]
+        if "error" in deg:
+            lines.append(f"Not measured: {deg['error']}")
+        else:
+            lines += ["| run | nnc fused median (p10–p90) ms | nnc eager median ms | load1 at start |",
+                      "|---|---|---|---|"]
+            for i, r in enumerate(deg["runs"]):
+                name = "with `yes` hog" if r["hog"] else ("baseline" if i == 0 else "baseline again")
+                lines.append(f"| {name} | {cell(r['fused'])} | {r['eager']['median_ms']:.3f} "
+                             f"| {r['fused']['load_before'][0]:.2f} |")
+            lines += ["", f"Fused slowdown with the hog: **{deg['fused_ratio']:.2f}x** (hogged median / mean of "
+                      "the two "
+                      f"baseline medians), {deg['iterations']} iterations each: {deg['verdict']}. With 2 pool threads "
+                      "and a hog on 2 cores, a perfectly balanced dynamic schedule would see about 1.5x (3 runnable "
+                      "threads share 2 cores); a static split that waits for the slowest thread about 2x."]
+    return "\n".join(lines) + "\n"
+
+
+def fmt_load(load):
+    return "/".join(f"{v:.2f}" for v in load)
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+def main():
+    cores = os.cpu_count() or 1
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nnc", default=os.path.join(REPO, "build-bench", "tools", "nnc"), help="nnc binary (Release)")
+    p.add_argument("--models", default=os.path.join(REPO, "build-bench", "models"),
+                   help="directory of <name>/model.onnx from tests/models/make_models.py")
+    p.add_argument("--work", default=os.path.join(REPO, "build-bench", "bench-work"), help="scratch directory")
+    p.add_argument("--out", default=os.path.join(REPO, "bench", "results"), help="where <date>.json/.md go")
+    p.add_argument("--iterations", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--slow-iterations", type=int, default=10, help="iterations for ResNet-18 and MobileNetV2")
+    p.add_argument("--threads", type=int, default=cores)
+    p.add_argument("--only", default="", help="comma-separated workload names")
+    p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--skip-degradation", action="store_true")
+    p.add_argument("--date", default=datetime.date.today().isoformat(), help="result file name stem")
+    args = p.parse_args()
+    if not os.access(args.nnc, os.X_OK):
+        sys.exit(f"run_benchmarks: {args.nnc} is not an executable nnc; build it with\n  cmake -S {REPO} -B "
+                 f"{REPO}/build-bench -DCMAKE_BUILD_TYPE=Release && cmake --build {REPO}/build-bench --target nnc")
+    only = {s for s in args.only.split(",") if s}
+    torch_ver = None if args.skip_torch else torch_version()
+    cpu_model, simd = cpu_info()
+    result = {
+        "date": args.date, "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cores": cores, "cpu_model": cpu_model, "simd": simd, "os": f"{platform.system()} "
+                    f"{platform.release()}", "nnc_commit": git_commit(),
+                    "nnc_build_type": nnc_build_type(args.nnc), "onnxruntime": ort.__version__,
+                    "torch": torch_ver, "torch_blas": blas_library(), "numpy": np.__version__,
+                    "python": platform.python_version()},
+        "threads": args.threads, "iterations": args.iterations, "warmup": args.warmup,
+        "slow_iterations": args.slow_iterations, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
+        "load_start": load_average(), "workloads": [],
+    }
+    start = time.time()
+    for w in prepare_workloads(args.models, args.work, only):
+        iters = args.slow_iterations if w["name"] in SLOW_WORKLOADS else args.iterations
+        ms = {}
+        print(f"[{time.time() - start:6.1f}s] {w['name']} ({iters} iterations, load {fmt_load(load_average())})",
+              flush=True)
+        nnc = run_nnc(args.nnc, w, iters, args.warmup, args.threads, cores)
+        if "error" in nnc:
+            ms["nnc_eager"] = ms["nnc_fused"] = {"error": nnc["error"]}
+        else:
+            ms["nnc_eager"], ms["nnc_fused"] = nnc["nnc_eager"], nnc["nnc_fused"]
+        ms["ort_all"], reference = run_ort(w, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, iters, args.warmup,
+                                           args.threads, cores)
+        ms["ort_none"], _ = run_ort(w, ort.GraphOptimizationLevel.ORT_DISABLE_ALL, iters, args.warmup, args.threads,
+                                    cores)
+        if torch_ver:
+            ms["torch"] = run_torch(w, iters, args.warmup, args.threads, cores, reference.astype(np.float64))
+            # PyTorch's OpenMP pool spin-waits at barriers; on an oversubscribed machine its multi-threaded
+            # time can collapse, so a single-thread run shows what the kernels themselves cost.
+            if args.threads != 1:
+                ms["torch_1t"] = run_torch(w, iters, args.warmup, 1, cores, reference.astype(np.float64))
+        for key, m in ms.items():
+            print(f"    {key:10s} {cell(m)}" + (f"  {m['error']}" if "error" in m else ""), flush=True)
+        result["workloads"].append({"name": w["name"], "kind": w["kind"], "description": w["description"],
+                                    "iterations": iters, "measurements": ms,
+                                    "nnc_command": nnc.get("nnc_command") or nnc.get("command")})
+    if not args.skip_degradation and (not only or "model_resnet18" in only):
+        print(f"[{time.time() - start:6.1f}s] thread degradation (ResNet-18, --threads=2, yes hog)", flush=True)
+        result["thread_degradation"] = thread_degradation(args.nnc, args.models, args.slow_iterations, args.warmup,
+                                                          cores)
+    result["load_end"] = load_average()
+    result["total_wall_s"] = round(time.time() - start, 1)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"{args.date}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    md = markdown(result)
+    with open(os.path.join(args.out, f"{args.date}.md"), "w") as f:
+        f.write(md)
+    print(md)
+    print(f"wrote {args.out}/{args.date}.json and .md in {result['total_wall_s']}s")
+
+
+if __name__ == "__main__":
+    main()
