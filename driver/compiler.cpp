@@ -349,7 +349,7 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   // The version script exports exactly the C ABI.
   std::vector<std::string> link = {cxx, "-shared", "-o", tmpOut, dir + "/kernels.o", dir + "/data.o",
                                    "-Wl,--undefined=nnc_model_create", NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE,
-                                   "-lm", "-pthread", "-Wl,-Bsymbolic", "-Wl,--no-undefined",
+                                   "-lmvec", "-lm", "-pthread", "-Wl,-Bsymbolic", "-Wl,--no-undefined",
                                    "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT};
   if (cuda)  // no host kernels; the CUDA executor opens libcuda with dlopen (-ldl), never links it
     link = {cxx, "-shared", "-o", tmpOut, dir + "/data.o", "-Wl,--undefined=nnc_model_create",

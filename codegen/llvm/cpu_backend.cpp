@@ -3,6 +3,8 @@
 #include "codegen/llvm/cpu_backend.h"
 
 #include <llvm/ADT/StringMap.h>
+#include <llvm/ADT/Triple.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -15,6 +17,7 @@
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Process.h>
@@ -28,6 +31,7 @@
 #include <unordered_map>
 
 #include "codegen/llvm/kernel_lowering.h"
+#include "codegen/llvm/scalar_ops.h"
 
 namespace nnc::codegen {
 
@@ -65,9 +69,48 @@ llvm::CodeGenOpt::Level codeGenLevel(int optLevel) {
   }
 }
 
-void optimize(llvm::Module& m, llvm::TargetMachine& tm, int optLevel) {
+// glibc's libmvec in this process, so the JIT resolves the _ZGV* variants (loaded once).
+bool libmvecLoaded() {
+  static const bool loaded = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1");
+  return loaded;
+}
+
+// The libmvec width for f32 vector math (0: off): AVX2's 8 lanes when the target has it, else
+// SSE's 4; x86-64 only.
+unsigned vectorMathLanes(const CpuTargetOptions& opts, const std::string& triple, const std::string& features) {
+  if (!opts.vectorMath || llvm::Triple(triple).getArch() != llvm::Triple::x86_64 || !libmvecLoaded()) return 0;
+  // The last +avx2/-avx2 wins, as in LLVM's feature strings.
+  bool avx2 = false;
+  for (const std::string& f : splitFeatures(features)) {
+    if (f == "+avx2") avx2 = true;
+    if (f == "-avx2") avx2 = false;
+  }
+  return avx2 ? 8 : 4;
+}
+
+// Tells the vectoriser that each vector-math wrapper widens to its libmvec variant at `lanes`.
+void addVectorMathMappings(llvm::TargetLibraryInfoImpl& tlii, unsigned lanes) {
+  // VecDesc holds StringRefs: the names live as long as the process.
+  static std::mutex mu;
+  static std::unordered_map<unsigned, std::vector<std::pair<std::string, std::string>>> names;
+  std::vector<llvm::VecDesc> descs;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& table = names[lanes];
+  if (table.empty())
+    for (const std::string& f : llvmcpu::vectorMathFunctions())
+      table.emplace_back(llvmcpu::vectorMathWrapperName(f), llvmcpu::vectorMathVariantName(f, lanes));
+  for (const auto& [scalar, vector] : table)
+    descs.push_back({scalar, vector, llvm::ElementCount::getFixed(lanes)});
+  tlii.addVectorizableFunctions(descs);
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int optLevel, unsigned vectorMathLanes) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
+  llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
+  if (vectorMathLanes) addVectorMathMappings(tlii, vectorMathLanes);
+  // Registered before the defaults, so this TargetLibraryAnalysis is the one used.
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions pto;
@@ -153,6 +196,7 @@ struct CpuModule::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string triple, cpu, features;
   int optLevel = 3;
+  unsigned vectorMathLanes = 0;
   std::vector<std::string> names;
 };
 
@@ -199,6 +243,8 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   lowering.cpu = impl->cpu;
   lowering.features = impl->features;
   lowering.reassociateReductions = opts.reassociateReductions;
+  impl->vectorMathLanes = vectorMathLanes(opts, impl->triple, impl->features);
+  lowering.vectorMathLanes = impl->vectorMathLanes;
   for (const kir::Kernel& k : kernels) {
     NNC_RETURN_IF_ERROR(llvmcpu::lowerKernel(k, *impl->module, lowering));
     impl->names.push_back(k.name);
@@ -206,7 +252,7 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   std::string verifyErrors;
   llvm::raw_string_ostream vos(verifyErrors);
   NNC_CHECK(!llvm::verifyModule(*impl->module, &vos), "cpu backend produced invalid LLVM IR: " + vos.str());
-  optimize(*impl->module, *impl->tm, impl->optLevel);
+  optimize(*impl->module, *impl->tm, impl->optLevel, impl->vectorMathLanes);
   return std::unique_ptr<CpuModule>(new CpuModule(std::move(impl)));
 }
 
@@ -230,7 +276,8 @@ Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
   if (!jit) return Status::error("jit: cannot create LLJIT: " + errorText(jit.takeError()));
   auto impl = std::make_unique<JitKernels::Impl>();
   impl->jit = std::move(*jit);
-  // libm (tanf, erff, ... and the calls LLVM's intrinsics lower to) from this process.
+  // libm (tanf, erff, ... and the calls LLVM's intrinsics lower to) and libmvec (_ZGV*, loaded
+  // by vectorMathLanes) from this process.
   auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
       impl->jit->getDataLayout().getGlobalPrefix());
   if (!generator) return Status::error("jit: " + errorText(generator.takeError()));

@@ -34,6 +34,10 @@ struct CpuTargetOptions {
   // Let LLVM reorder floating-point Sum/Prod reductions so that they vectorise (results differ from
   // a sequential sum by rounding only).
   bool reassociateReductions = true;
+  // f32 exp/log/tanh/erf/sin/... (not pow) through glibc's libmvec (x86-64 only) so loops using them
+  // vectorise; every element then goes through the vector variant (<= 4 ulp, not libm's result).
+  // Object files from such modules need -lmvec at link time.
+  bool vectorMath = true;
 };
 
 // The layout of one nnc_model_kernels entry.

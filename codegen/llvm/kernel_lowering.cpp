@@ -38,7 +38,9 @@ using llvm::Value;
 class KernelLowering {
  public:
   KernelLowering(const kir::Kernel& k, llvm::Module& m, const LoweringOptions& o)
-      : k_(k), m_(m), opts_(o), b_(m.getContext()), ops_(b_, m) {}
+      : k_(k), m_(m), opts_(o), b_(m.getContext()), ops_(b_, m) {
+    ops_.setVectorMathLanes(o.vectorMathLanes);
+  }
 
   Status run() {
     if (k_.name.empty()) return Status::error("cpu backend: kernel without a name");

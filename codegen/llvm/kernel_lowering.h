@@ -18,6 +18,9 @@ struct LoweringOptions {
   // Mark the floating-point Sum/Prod accumulations `reassoc` so LLVM may vectorise them (the
   // summation order then differs from the interpreter's sequential one by rounding only).
   bool reassociateReductions = true;
+  // Lanes of the libmvec variants f32 transcendentals go through (ScalarOps::setVectorMathLanes);
+  // 0: scalar libm.
+  unsigned vectorMathLanes = 0;
 };
 
 // Adds the kernel's function to `module`. Errors name the kernel (unsupported op/dtype pairs).

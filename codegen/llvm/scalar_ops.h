@@ -7,6 +7,7 @@
 #include <llvm/IR/Module.h>
 
 #include <string>
+#include <vector>
 
 #include "ir/dtype.h"
 #include "kir/kernel_ir.h"
@@ -18,6 +19,11 @@ namespace nnc::codegen::llvmcpu {
 class ScalarOps {
  public:
   ScalarOps(llvm::IRBuilder<>& b, llvm::Module& m) : b_(b), m_(m) {}
+
+  // f32 transcendental math through glibc's libmvec (chosen in cpu_backend.cpp):
+  // 0 keeps scalar libm calls/intrinsics; 4 (SSE) or 8 (AVX2) routes them through wrappers that
+  // the loop vectoriser widens to that libmvec variant.
+  void setVectorMathLanes(unsigned lanes) { vectorMathLanes_ = lanes; }
 
   // The type an expression of dtype `t` has in registers (Bool: i1). Never F16/BF16.
   llvm::Type* valueType(DType t) const;
@@ -52,6 +58,10 @@ class ScalarOps {
   llvm::Value* intDivRem(kir::ExprOp op, llvm::Value* a, llvm::Value* b, DType t);
   llvm::Value* shift(kir::ExprOp op, llvm::Value* a, DType at, llvm::Value* b, DType bt);
   llvm::Value* mathCall(const char* name, llvm::Value* a, DType t);  // libm: name / name+"f"
+  // An f32 call through the vector-math wrapper for libm function `name` (no "f"); nullptr when
+  // vector math is off or `t` is not F32. `b` is the second operand of two-argument functions
+  // (none at present; libmvec has pow, atan2 and hypot).
+  llvm::Value* vectorMathCall(const char* name, DType t, llvm::Value* a, llvm::Value* b = nullptr);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* a);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* a, llvm::Value* b);
   llvm::Value* toBool(llvm::Value* v);
@@ -59,7 +69,14 @@ class ScalarOps {
 
   llvm::IRBuilder<>& b_;
   llvm::Module& m_;
+  unsigned vectorMathLanes_ = 0;
 };
+
+// The f32 libm functions (without the "f") that have libmvec variants and a vector-math wrapper;
+// the wrapper for `name` is vectorMathWrapperName(name), widened to vectorMathVariantName(...).
+const std::vector<std::string>& vectorMathFunctions();
+std::string vectorMathWrapperName(const std::string& name);
+std::string vectorMathVariantName(const std::string& name, unsigned lanes);
 
 bool isUnsignedLike(DType t);  // unsigned ints and Bool: unsigned comparisons and conversions
 
