@@ -56,7 +56,8 @@ int64_t floatToInt(DType to, double v) {
     default: lo = -9223372036854775808.0; hi = 9223372036854775807.0; break;
   }
   if (v <= lo) return static_cast<int64_t>(lo);
-  if (v >= hi) return to == DType::I64 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi);
+  // 2^63 (the I64 bound, and the default for a non-integer `to`) is not an int64: saturate.
+  if (v >= hi) return hi >= 9223372036854775807.0 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi);
   return static_cast<int64_t>(v);
 }
 
@@ -185,8 +186,13 @@ class Interpreter {
     }
     const bool u = isUnsignedType(t);
     switch (op) {
-      case ReduceOp::Sum: r.i = wrap(t, a.i + b.i); break;
-      case ReduceOp::Prod: r.i = wrap(t, a.i * b.i); break;
+      // In uint64 so that i64 overflow wraps like the targets' integer adds instead of being UB.
+      case ReduceOp::Sum:
+        r.i = wrap(t, static_cast<int64_t>(static_cast<uint64_t>(a.i) + static_cast<uint64_t>(b.i)));
+        break;
+      case ReduceOp::Prod:
+        r.i = wrap(t, static_cast<int64_t>(static_cast<uint64_t>(a.i) * static_cast<uint64_t>(b.i)));
+        break;
       case ReduceOp::Max:
         r.i = u ? static_cast<int64_t>(std::max<uint64_t>(a.i, b.i)) : std::max(a.i, b.i);
         break;
@@ -239,7 +245,7 @@ class Interpreter {
     Scalar v = eval(st.value);
     std::byte* p = t->mutableData() + index * dtypeSize(t->dtype());
     const double d = asDouble(vt, v);
-    const int64_t i = isFloat(vt) ? floatToInt(t->dtype(), v.f) : v.i;
+    const int64_t i = !isFloat(vt) ? v.i : isFloat(t->dtype()) ? 0 : floatToInt(t->dtype(), v.f);
     switch (t->dtype()) {
       case DType::F32: { float f = static_cast<float>(d); std::memcpy(p, &f, 4); break; }
       case DType::F64: std::memcpy(p, &d, 8); break;
@@ -340,9 +346,11 @@ class Interpreter {
       return r;
     }
     const int64_t x = a.i;
+    // Negation in uint64: INT64_MIN wraps to itself (as two's complement targets do), without UB.
+    const int64_t negX = static_cast<int64_t>(0 - static_cast<uint64_t>(x));
     switch (n.op) {
-      case ExprOp::Neg: r.i = wrap(t, -x); break;
-      case ExprOp::Abs: r.i = isUnsignedType(t) ? x : wrap(t, x < 0 ? -x : x); break;
+      case ExprOp::Neg: r.i = wrap(t, negX); break;
+      case ExprOp::Abs: r.i = isUnsignedType(t) ? x : wrap(t, x < 0 ? negX : x); break;
       case ExprOp::Not: r.i = !x; break;
       case ExprOp::BitNot: r.i = wrap(t, ~x); break;
       case ExprOp::Floor:

@@ -569,10 +569,21 @@ void defineLRN(OpRegistry& r) {
     DType ct = computeType(ctx.inType(0));
     int64_t size = ctx.attrs().getInt("size"), channels = x[1];
     std::vector<ExprId> outer = kb.setOuter(x.dims());
-    std::vector<ExprId> rv = kb.reductionVars({size});
-    // Channel c' = c - floor((size-1)/2) + r; outside [0, C) contributes 0 (the load is clamped).
-    ExprId c = kb.add(kb.sub(outer[1], kb.i64((size - 1) / 2)), rv[0]);
-    ExprId inside = kb.logicalAnd(kb.le(kb.i64(0), c), kb.lt(c, kb.i64(channels)));
+    ExprId c, inside;
+    std::vector<ExprId> rv;
+    if (size <= channels) {
+      // Channel c' = c - floor((size-1)/2) + r; outside [0, C) contributes 0 (the load is clamped).
+      rv = kb.reductionVars({size});
+      c = kb.add(kb.sub(outer[1], kb.i64((size - 1) / 2)), rv[0]);
+      inside = kb.logicalAnd(kb.le(kb.i64(0), c), kb.lt(c, kb.i64(channels)));
+    } else {
+      // A window wider than the channels (size may be huge): loop over the C channels instead,
+      // keeping those with c' - c + floor((size-1)/2) in [0, size).
+      rv = kb.reductionVars({channels});
+      c = rv[0];
+      ExprId r = kb.add(kb.sub(c, outer[1]), kb.i64((size - 1) / 2));
+      inside = kb.logicalAnd(kb.le(kb.i64(0), r), kb.lt(r, kb.i64(size)));
+    }
     std::vector<ExprId> index = outer;
     index[1] = kb.clamp(c, 0, channels - 1);
     ExprId v = loadAs(ctx, 0, index, ct);

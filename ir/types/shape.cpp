@@ -6,14 +6,18 @@
 namespace nnc {
 
 int64_t Shape::numel() const {
+  // A zero dim anywhere makes the product 0 even when other dims would overflow it.
+  for (int64_t d : dims_)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : dims_) n *= d;
   return n;
 }
 
 std::optional<int64_t> Shape::checkedNumel() const {
+  // Every dim must itself be in range, even in an empty tensor: index arithmetic uses the dims.
   for (int64_t d : dims_)
-    if (d < 0) return std::nullopt;
+    if (d < 0 || d > kMaxElements) return std::nullopt;
   int64_t n = 1;
   for (int64_t d : dims_) {
     if (d == 0) return 0;
@@ -31,7 +35,8 @@ std::vector<int64_t> Shape::strides() const {
   int64_t acc = 1;
   for (int i = rank() - 1; i >= 0; --i) {
     s[i] = acc;
-    acc *= dims_[i];
+    // Wrapping (not UB) for an empty tensor's meaningless strides past a zero dim.
+    acc = static_cast<int64_t>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(dims_[i]));
   }
   return s;
 }

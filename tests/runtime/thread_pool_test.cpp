@@ -151,7 +151,9 @@ TEST(ThreadPool, ThreadCountFromEnvironment) {
 }
 
 // A thread outside the pool spins on a core for the whole test; the pool (with more threads than
-// this machine may have cores) must still finish every loop correctly and promptly.
+// this machine may have cores) must still finish every loop correctly. Speed is measured in bench/
+// (bench/run_benchmarks.py's thread-degradation check), not here: the bound is only a hang guard,
+// generous because CI machines may be heavily loaded.
 TEST(ThreadPool, FinishesWhileAnotherThreadHogsACore) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> spins{0};
@@ -175,7 +177,7 @@ TEST(ThreadPool, FinishesWhileAnotherThreadHogsACore) {
   hog.join();
   EXPECT_TRUE(allCorrect);
   EXPECT_GT(spins.load(), 0u);
-  EXPECT_LT(seconds, 30.0);
+  EXPECT_LT(seconds, 300.0) << "300 loops took " << seconds << " s: the pool looks stuck";
 }
 
 }  // namespace

@@ -1,0 +1,715 @@
+// Random graph generators (valid and loose) and the -O0/-O2-versus-reference comparison shared by
+// the fuzz targets and tests/difftest.
+#include "fuzz/random_graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "driver/compiler.h"
+#include "ir/builder.h"
+#include "ir/op_registry.h"
+#include "ir/printer.h"
+#include "ir/reference.h"
+
+namespace nnc::fuzz {
+
+int64_t Choices::range(int64_t lo, int64_t hi) {
+  if (hi <= lo) return lo;
+  uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+  uint64_t r = 0;
+  for (uint64_t s = span - 1; s; s >>= 8) r = (r << 8) | nextByte();
+  return lo + static_cast<int64_t>(r % span);
+}
+
+namespace {
+
+// A reproducible pseudo-random double in [0, 1) from (salt, index).
+double hashUnit(uint64_t salt, uint64_t i) {
+  uint64_t x = salt * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 29;
+  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+Tensor deterministicTensor(DType t, const Shape& shape, uint64_t salt, bool positive = false) {
+  Tensor out(t, shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    double u = hashUnit(salt, static_cast<uint64_t>(i));
+    if (isFloat(t)) {
+      out.setDouble(i, positive ? 0.25 + 1.75 * u : 4 * u - 2);
+    } else if (t == DType::Bool) {
+      out.setInt(i, u < 0.5 ? 0 : 1);
+    } else {
+      out.setInt(i, positive ? 1 + static_cast<int64_t>(u * 4) : static_cast<int64_t>(u * 9) - 4);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The valid-graph generator. Every step picks a value from the pool and applies an op whose
+// attributes are chosen to fit that value's shape and dtype, so the builder must accept it.
+class ValidGen {
+ public:
+  ValidGen(Choices& c, Graph& g, const RandomGraphOptions& o) : c_(c), b_(g), o_(o) {}
+
+  Status run() {
+    int numInputs = static_cast<int>(c_.range(1, 2));
+    for (int i = 0; i < numInputs; ++i) newInput(randomDType(), randomShape(static_cast<int>(c_.range(0, 4))));
+    int steps = static_cast<int>(c_.range(1, o_.maxNodes));
+    for (int i = 0; i < steps && b_.status(); ++i) step();
+    NNC_RETURN_IF_ERROR(b_.status());
+    // Outputs: the last computed value, plus sometimes another computed one.
+    std::vector<Value*> computed;
+    for (Value* v : pool_)
+      if (v->producer() && !v->isConstant()) computed.push_back(v);
+    if (computed.empty()) computed.push_back(op(OpKind::Identity, {pool_.front()}));
+    NNC_RETURN_IF_ERROR(b_.status());
+    b_.output(computed.back());
+    if (computed.size() > 1 && c_.percent(40)) {
+      Value* extra = c_.pick(computed);
+      if (extra != computed.back()) b_.output(extra);
+    }
+    return b_.status();
+  }
+
+ private:
+  DType randomDType() {
+    int r = static_cast<int>(c_.range(0, 9));
+    if (r < 6 || (!o_.allowF64 && !o_.allowInts)) return DType::F32;
+    if (r < 7 && o_.allowF64) return DType::F64;
+    if (!o_.allowInts) return DType::F32;
+    return r < 8 ? DType::I32 : DType::I64;
+  }
+  int64_t dim() { return c_.percent(20) ? 1 : c_.range(1, o_.maxDim); }
+  Shape randomShape(int rank) {
+    Shape s;
+    for (int i = 0; i < rank; ++i) s.dims().push_back(dim());
+    return s;
+  }
+  Value* newInput(DType t, Shape s) {
+    Value* v = b_.input("in" + std::to_string(numInputs_++), t, std::move(s));
+    if (v) pool_.push_back(v);
+    return v;
+  }
+  Value* newConst(DType t, const Shape& s, bool positive = false) {
+    return b_.constant(deterministicTensor(t, s, 1000 + numConsts_++, positive));
+  }
+  // A second operand for `a`: a pool value of the same dtype that broadcasts with it, else a new
+  // constant or input whose shape is `a`'s with some dims set to 1 or leading dims dropped.
+  Value* partner(Value* a) {
+    std::vector<Value*> fits;
+    for (Value* v : pool_)
+      if (v->dtype() == a->dtype() && broadcastShapes(v->shape(), a->shape()) &&
+          broadcastShapes(v->shape(), a->shape())->checkedNumel().value_or(1 << 20) <= 4096)
+        fits.push_back(v);
+    if (!fits.empty() && c_.percent(50)) return c_.pick(fits);
+    Shape s = a->shape();
+    int drop = s.rank() ? static_cast<int>(c_.range(0, s.rank())) : 0;
+    if (c_.percent(50)) drop = 0;
+    s.dims().erase(s.dims().begin(), s.dims().begin() + drop);
+    for (int64_t& d : s.dims())
+      if (c_.percent(30)) d = 1;
+    if (s.rank() < 4 && c_.percent(15)) s.dims().insert(s.dims().begin(), 1);
+    if (c_.percent(50)) return newConst(a->dtype(), s);
+    return newInput(a->dtype(), s);
+  }
+  Value* op(OpKind k, std::vector<Value*> ins, Attributes a = {}) {
+    for (Value* v : ins)
+      if (!v) return nullptr;
+    Value* out = b_.op(k, std::move(ins), std::move(a));
+    if (out) pool_.push_back(out);
+    return out;
+  }
+  Value* castTo(Value* v, DType t) {
+    if (v->dtype() == t) return v;
+    Attributes a;
+    a.set("to", int64_t{dtypeToOnnx(t)});
+    return op(OpKind::Cast, {v}, a);
+  }
+  // Float values for float-only ops: ints and bools are cast (never the other way: a float that
+  // is NaN or out of range has no defined integer value).
+  Value* asFloat(Value* v) { return isFloat(v->dtype()) ? v : castTo(v, DType::F32); }
+  Value* pickValue() {
+    // Prefer recent values so chains grow deep.
+    if (pool_.size() > 1 && c_.percent(60)) return pool_[pool_.size() - 1 - c_.range(0, std::min<size_t>(2, pool_.size() - 1))];
+    return c_.pick(pool_);
+  }
+  std::vector<int64_t> randomAxes(int rank) {
+    std::vector<int64_t> axes;
+    for (int i = 0; i < rank; ++i)
+      if (c_.percent(45)) axes.push_back(c_.percent(30) ? i - rank : i);
+    if (axes.empty() && rank) axes.push_back(c_.range(0, rank - 1));
+    return axes;
+  }
+
+  void step() {
+    Value* x = pickValue();
+    // Bools (from comparisons) feed Where; elsewhere they enter as numbers.
+    if (x->dtype() == DType::Bool) x = castTo(x, c_.percent(50) || !o_.allowInts ? DType::F32 : DType::I32);
+    if (!x) return;
+    switch (c_.range(0, 16)) {
+      case 0:
+      case 1: unaryFloat(asFloat(x)); break;
+      case 2: unaryAny(x); break;
+      case 3:
+      case 4: binary(x); break;
+      case 5: compareWhere(x); break;
+      case 6: reduce(x); break;
+      case 7: rowOp(x); break;
+      case 8: transposeOrReshape(x); break;
+      case 9: sliceOrPad(x); break;
+      case 10: concatOrSplit(x); break;
+      case 11: gather(x); break;
+      case 12: expandOrTile(x); break;
+      case 13: matmul(x); break;
+      case 14: conv(); break;
+      case 15: cast(x); break;
+      default: binary(x); break;
+    }
+  }
+
+  void unaryFloat(Value* x) {
+    static const std::vector<OpKind> kinds = {
+        OpKind::Exp,     OpKind::Log,       OpKind::Sqrt,     OpKind::Reciprocal, OpKind::Floor,
+        OpKind::Ceil,    OpKind::Sin,       OpKind::Cos,      OpKind::Tanh,       OpKind::Sigmoid,
+        OpKind::Relu,    OpKind::LeakyRelu, OpKind::Elu,      OpKind::Selu,       OpKind::Softplus,
+        OpKind::Softsign, OpKind::HardSigmoid, OpKind::HardSwish, OpKind::Erf,    OpKind::Gelu,
+        OpKind::Atan,    OpKind::Abs,       OpKind::Neg,      OpKind::Clip,       OpKind::Mish};
+    OpKind k = c_.pick(kinds);
+    Attributes a;
+    if (k == OpKind::LeakyRelu) a.set("alpha", 0.01 * static_cast<double>(c_.range(1, 50)));
+    if (k == OpKind::Gelu && c_.percent(50)) a.set("approximate", std::string("tanh"));
+    if (k == OpKind::Clip) {
+      Value* lo = b_.constant(Tensor::scalar(x->dtype(), -0.5 * static_cast<double>(c_.range(0, 4))));
+      Value* hi = b_.constant(Tensor::scalar(x->dtype(), 0.5 * static_cast<double>(c_.range(0, 4))));
+      op(k, {x, lo, hi});
+      return;
+    }
+    op(k, {x}, a);
+  }
+  void unaryAny(Value* x) {
+    static const std::vector<OpKind> kinds = {OpKind::Abs, OpKind::Neg, OpKind::Identity, OpKind::Sign, OpKind::Relu};
+    OpKind k = c_.pick(kinds);
+    if (k == OpKind::Relu) x = asFloat(x);
+    op(k, {x});
+  }
+  void binary(Value* x) {
+    static const std::vector<OpKind> any = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min};
+    static const std::vector<OpKind> flt = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div,
+                                            OpKind::Max, OpKind::Min, OpKind::Sum, OpKind::Mean};
+    OpKind k = isFloat(x->dtype()) ? c_.pick(flt) : c_.pick(any);
+    Value* y = partner(x);
+    if (c_.percent(50)) std::swap(x, y);
+    op(k, {x, y});
+  }
+  void compareWhere(Value* x) {
+    static const std::vector<OpKind> kinds = {OpKind::Less, OpKind::Greater, OpKind::Equal, OpKind::LessOrEqual};
+    Value* y = partner(x);
+    Value* cond = op(c_.pick(kinds), {x, y});
+    if (!cond) return;
+    // cond has the broadcast shape of x and y, so (cond, x, y) broadcast together.
+    if (c_.percent(50)) std::swap(x, y);
+    op(OpKind::Where, {cond, x, y});
+  }
+  void reduce(Value* x) {
+    if (x->shape().rank() == 0) return unaryAny(x);
+    static const std::vector<OpKind> anyK = {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ArgMax,
+                                             OpKind::ArgMin};
+    static const std::vector<OpKind> fltK = {OpKind::ReduceSum, OpKind::ReduceMean,      OpKind::ReduceMax,
+                                             OpKind::ReduceMin, OpKind::ReduceL1,        OpKind::ReduceL2,
+                                             OpKind::ReduceLogSumExp, OpKind::ReduceSumSquare, OpKind::ArgMax};
+    OpKind k = isFloat(x->dtype()) ? c_.pick(fltK) : c_.pick(anyK);
+    Attributes a;
+    a.set("keepdims", int64_t{c_.percent(50)});
+    if (k == OpKind::ArgMax || k == OpKind::ArgMin) {
+      a.set("axis", c_.range(-x->shape().rank(), x->shape().rank() - 1));
+      a.set("select_last_index", int64_t{c_.percent(30)});
+    } else {
+      a.set("axes", randomAxes(x->shape().rank()));
+    }
+    op(k, {x}, a);
+  }
+  void rowOp(Value* x) {
+    x = asFloat(x);
+    if (!x || x->shape().rank() == 0) return;
+    int rank = x->shape().rank();
+    int64_t axis = c_.range(-rank, rank - 1);
+    Attributes a;
+    a.set("axis", axis);
+    int choice = static_cast<int>(c_.range(0, 2));
+    if (choice == 0) {
+      op(OpKind::Softmax, {x}, a);
+    } else if (choice == 1) {
+      op(OpKind::LogSoftmax, {x}, a);
+    } else {
+      int first = static_cast<int>(axis < 0 ? axis + rank : axis);
+      Shape norm(std::vector<int64_t>(x->shape().dims().begin() + first, x->shape().dims().end()));
+      a.set("epsilon", 1e-5);
+      std::vector<Value*> ins = {x, newConst(x->dtype(), norm)};
+      if (c_.percent(70)) ins.push_back(newConst(x->dtype(), norm));
+      op(OpKind::LayerNormalization, ins, a);
+    }
+  }
+  void transposeOrReshape(Value* x) {
+    int rank = x->shape().rank();
+    if (c_.percent(50) && rank > 1) {
+      std::vector<int64_t> perm(rank);
+      std::iota(perm.begin(), perm.end(), 0);
+      for (int i = rank - 1; i > 0; --i) std::swap(perm[i], perm[c_.range(0, i)]);
+      Attributes a;
+      a.set("perm", perm);
+      op(OpKind::Transpose, {x}, a);
+      return;
+    }
+    // Reshape: the element count split into random factors, one of which may be written as -1.
+    int64_t n = x->shape().numel();
+    std::vector<int64_t> dims;
+    int64_t rest = n;
+    for (int64_t p = 2; p <= rest; ++p)
+      while (rest % p == 0) {
+        rest /= p;
+        if (!dims.empty() && c_.percent(40)) dims.back() *= p;
+        else dims.push_back(p);
+      }
+    if (c_.percent(30)) dims.insert(dims.begin() + c_.range(0, static_cast<int64_t>(dims.size())), 1);
+    while (dims.size() > 5) {
+      int64_t last = dims.back();
+      dims.pop_back();
+      dims.back() *= last;
+    }
+    if (!dims.empty() && c_.percent(30)) dims[c_.range(0, static_cast<int64_t>(dims.size()) - 1)] = -1;
+    Attributes a;
+    a.set("shape", dims);
+    op(OpKind::Reshape, {x}, a);
+  }
+  void sliceOrPad(Value* x) {
+    int rank = x->shape().rank();
+    if (rank == 0) return unaryAny(x);
+    Attributes a;
+    if (c_.percent(50)) {
+      std::vector<int64_t> starts, ends, axes, steps;
+      for (int i = 0; i < rank; ++i) {
+        if (!c_.percent(60)) continue;
+        int64_t d = x->shape()[i];
+        int64_t step = c_.percent(25) ? -c_.range(1, 2) : c_.range(1, 2);
+        int64_t s = c_.range(0, d - 1), e = c_.range(0, d);
+        if (step > 0 && e <= s) e = s + 1;
+        if (step < 0) {
+          e = s - c_.range(1, s + 1);  // down to -1: "before the first element"
+          if (e < 0) e = c_.percent(50) ? -d - 1 : INT64_MIN;
+        }
+        if (c_.percent(20) && step > 0) s -= d;  // negative starts count from the end
+        axes.push_back(c_.percent(30) ? i - rank : i);
+        starts.push_back(s);
+        ends.push_back(e);
+        steps.push_back(step);
+      }
+      if (axes.empty()) return unaryAny(x);
+      a.set("starts", starts);
+      a.set("ends", ends);
+      a.set("axes", axes);
+      a.set("steps", steps);
+      op(OpKind::Slice, {x}, a);
+      return;
+    }
+    static const std::vector<std::string> modes = {"constant", "edge", "reflect"};
+    std::string mode = c_.pick(modes);
+    std::vector<int64_t> pads(2 * rank);
+    for (int i = 0; i < 2 * rank; ++i) {
+      int64_t d = x->shape()[i % rank];
+      int64_t hi = mode == "reflect" ? std::min<int64_t>(2, d - 1) : 2;
+      pads[i] = c_.range(0, hi);
+      if (mode == "constant" && c_.percent(15)) pads[i] = -c_.range(0, d - 1);  // negative pads crop
+    }
+    a.set("mode", mode);
+    a.set("pads", pads);
+    if (mode == "constant" && c_.percent(50)) a.set("constant_value", Tensor::scalar(x->dtype(), 1.5));
+    op(OpKind::Pad, {x}, a);
+  }
+  void concatOrSplit(Value* x) {
+    int rank = x->shape().rank();
+    if (rank == 0) return unaryAny(x);
+    int axis = static_cast<int>(c_.range(0, rank - 1));
+    Attributes a;
+    if (c_.percent(50)) {
+      std::vector<Value*> ins = {x};
+      int more = static_cast<int>(c_.range(1, 2));
+      for (int i = 0; i < more; ++i) {
+        if (c_.percent(30)) {
+          ins.push_back(x);
+          continue;
+        }
+        Shape s = x->shape();
+        s[axis] = c_.range(1, 3);
+        ins.push_back(c_.percent(50) ? newConst(x->dtype(), s) : newInput(x->dtype(), s));
+      }
+      a.set("axis", c_.percent(30) ? int64_t{axis - rank} : int64_t{axis});
+      op(OpKind::Concat, ins, a);
+      return;
+    }
+    int64_t d = x->shape()[axis];
+    std::vector<int64_t> split;
+    for (int64_t left = d; left > 0;) {
+      int64_t piece = c_.range(1, left);
+      split.push_back(piece);
+      left -= piece;
+    }
+    a.set("axis", int64_t{axis});
+    a.set("split", split);
+    std::vector<Value*> outs = b_.opMulti(OpKind::Split, {x}, a, static_cast<int>(split.size()));
+    for (Value* v : outs)
+      if (v) pool_.push_back(v);
+  }
+  void gather(Value* x) {
+    int rank = x->shape().rank();
+    if (rank == 0) return unaryAny(x);
+    int axis = static_cast<int>(c_.range(0, rank - 1));
+    int64_t d = x->shape()[axis];
+    Shape idxShape = randomShape(static_cast<int>(c_.range(0, 2)));
+    Tensor idx(c_.percent(50) ? DType::I64 : DType::I32, idxShape);
+    for (int64_t i = 0; i < idx.numel(); ++i) idx.setInt(i, c_.range(-d, d - 1));  // negatives count from the end
+    Attributes a;
+    a.set("axis", int64_t{axis});
+    op(OpKind::Gather, {x, b_.constant(idx)}, a);
+  }
+  void expandOrTile(Value* x) {
+    int rank = x->shape().rank();
+    Attributes a;
+    if (c_.percent(60)) {
+      std::vector<int64_t> target = x->shape().dims();
+      for (int64_t& d : target)
+        if (d == 1 && c_.percent(60)) d = c_.range(1, o_.maxDim);
+      if (rank < 4 && c_.percent(40)) target.insert(target.begin(), c_.range(1, 3));
+      // Expand's shape may itself hold 1s where the input is bigger (it broadcasts both ways).
+      for (int i = 0; i < static_cast<int>(target.size()); ++i)
+        if (c_.percent(15)) target[i] = 1;
+      std::vector<int64_t> full = target;
+      // Make `target` broadcast-compatible: restore any dim the input has that is not 1.
+      int off = static_cast<int>(target.size()) - rank;
+      for (int i = 0; i < rank; ++i)
+        if (x->shape()[i] != 1 && target[off + i] != 1) target[off + i] = x->shape()[i];
+      a.set("shape", target);
+      op(OpKind::Expand, {x}, a);
+      return;
+    }
+    if (rank == 0) return unaryAny(x);
+    std::vector<int64_t> reps(rank);
+    for (int64_t& r : reps) r = c_.range(1, 2);
+    a.set("repeats", reps);
+    op(OpKind::Tile, {x}, a);
+  }
+  void matmul(Value* x) {
+    if (x->shape().rank() == 0 || x->shape().numel() > 512) return binary(x);
+    if (x->dtype() != DType::F32 && x->dtype() != DType::F64 && c_.percent(50)) x = asFloat(x);
+    int rank = x->shape().rank();
+    int64_t k = x->shape()[rank - 1];
+    int64_t n = c_.range(1, 6);
+    Shape ws{k, n};
+    if (rank >= 3 && c_.percent(30)) ws = Shape{x->shape()[rank - 3], k, n};  // batched weight
+    Value* w = c_.percent(70) ? newConst(x->dtype(), ws) : newInput(x->dtype(), ws);
+    Value* y = c_.percent(20) ? op(OpKind::MatMul, {b_.op(OpKind::Transpose, {w}, permLast2(ws.rank())), x_T(x)}) : nullptr;
+    if (!y) y = op(OpKind::MatMul, {x, w});
+    if (!y || !b_.status()) return;
+    epilogue(y, Shape{y->shape()[y->shape().rank() - 1]});
+  }
+  Attributes permLast2(int rank) {
+    std::vector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    Attributes a;
+    a.set("perm", perm);
+    return a;
+  }
+  // (x W)^T = W^T x^T exercises a transposed operand on both sides; only for rank-2 x.
+  Value* x_T(Value* x) {
+    if (x->shape().rank() != 2) return nullptr;
+    return b_.op(OpKind::Transpose, {x}, permLast2(2));
+  }
+  void epilogue(Value* y, const Shape& biasShape) {
+    if (!y || !isFloat(y->dtype()) || y->shape().rank() == 0) return;
+    if (c_.percent(60)) y = op(OpKind::Add, {y, newConst(y->dtype(), biasShape)});
+    if (!y) return;
+    static const std::vector<OpKind> acts = {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::Gelu};
+    if (c_.percent(60)) y = op(c_.pick(acts), {y});
+    if (y && c_.percent(30)) op(OpKind::Add, {y, partner(y)});  // residual
+  }
+  void conv() {
+    Value* x = nullptr;
+    for (Value* v : pool_)
+      if (v->shape().rank() == 4 && isFloat(v->dtype()) && v->shape().numel() <= 1024) x = v;
+    int64_t group = c_.range(1, 2);
+    if (!x || c_.percent(50)) {
+      Shape s{c_.range(1, 2), group * c_.range(1, 3), c_.range(3, 7), c_.range(3, 7)};
+      x = newInput(c_.percent(80) ? DType::F32 : DType::F64, s);
+    }
+    if (!x) return;
+    int64_t cin = x->shape()[1];
+    if (cin % group) group = 1;
+    int64_t kh = c_.range(1, 3), kw = c_.range(1, 3);
+    int64_t dh = c_.range(1, 2), dw = c_.range(1, 2);
+    std::vector<int64_t> pads = {c_.range(0, 1), c_.range(0, 1), c_.range(0, 1), c_.range(0, 1)};
+    // The padded input must hold one dilated window.
+    int64_t h = x->shape()[2] + pads[0] + pads[2], w = x->shape()[3] + pads[1] + pads[3];
+    if ((kh - 1) * dh + 1 > h) kh = 1, dh = 1;
+    if ((kw - 1) * dw + 1 > w) kw = 1, dw = 1;
+    int64_t cout = group * c_.range(1, 3);
+    Attributes a;
+    a.set("group", group);
+    a.set("kernel_shape", std::vector<int64_t>{kh, kw});
+    a.set("pads", pads);
+    a.set("strides", std::vector<int64_t>{c_.range(1, 2), c_.range(1, 2)});
+    a.set("dilations", std::vector<int64_t>{dh, dw});
+    std::vector<Value*> ins = {x, newConst(x->dtype(), Shape{cout, cin / group, kh, kw})};
+    if (c_.percent(50)) ins.push_back(newConst(x->dtype(), Shape{cout}));
+    Value* y = op(OpKind::Conv, ins, a);
+    if (y) epilogue(y, Shape{cout, 1, 1});
+  }
+  void cast(Value* x) {
+    DType t = x->dtype();
+    DType to = isFloat(t) ? (t == DType::F32 ? DType::F64 : DType::F32) : (c_.percent(50) ? DType::F32 : (t == DType::I32 ? DType::I64 : DType::I32));
+    if (!o_.allowF64 && to == DType::F64) to = DType::F32;
+    if (!o_.allowInts && isInteger(to)) to = DType::F32;
+    castTo(x, to);
+  }
+
+  Choices& c_;
+  GraphBuilder b_;
+  RandomGraphOptions o_;
+  std::vector<Value*> pool_;
+  int numInputs_ = 0, numConsts_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The loose generator: ops from a list of common ones (and now and then any op), inputs and
+// attributes drawn without regard for what the op accepts.
+const std::vector<OpKind>& commonOps() {
+  static const std::vector<OpKind> ops = {
+      OpKind::Add,        OpKind::Sub,          OpKind::Mul,         OpKind::Div,
+      OpKind::Pow,        OpKind::Relu,         OpKind::Sigmoid,     OpKind::Exp,
+      OpKind::Cast,       OpKind::Clip,         OpKind::Where,       OpKind::Equal,
+      OpKind::Reshape,    OpKind::Transpose,    OpKind::Expand,      OpKind::Slice,
+      OpKind::Concat,     OpKind::Split,        OpKind::Pad,         OpKind::Tile,
+      OpKind::Gather,     OpKind::GatherElements, OpKind::GatherND,  OpKind::Resize,
+      OpKind::Trilu,      OpKind::OneHot,       OpKind::Range,       OpKind::ConstantOfShape,
+      OpKind::Shape,      OpKind::DepthToSpace, OpKind::ReduceSum,   OpKind::ReduceMean,
+      OpKind::ReduceMax,  OpKind::ArgMax,       OpKind::Softmax,     OpKind::LayerNormalization,
+      OpKind::CumSum,     OpKind::MatMul,       OpKind::Einsum,      OpKind::Conv,
+      OpKind::ConvTranspose, OpKind::MaxPool,   OpKind::AveragePool, OpKind::GlobalAveragePool,
+      OpKind::ScatterND,  OpKind::ScatterElements, OpKind::TopK,     OpKind::InstanceNormalization};
+  return ops;
+}
+
+class LooseGen {
+ public:
+  LooseGen(Choices& c, Graph& g) : c_(c), b_(g) {
+    b_.setFoldLimit(4096);  // folding runs the reference kernels: keep them small
+  }
+
+  Status run() {
+    int numInputs = static_cast<int>(c_.range(1, 3));
+    for (int i = 0; i < numInputs; ++i) {
+      Value* v = b_.input("in" + std::to_string(i), anyDType(), anyShape());
+      if (v) pool_.push_back(v);
+    }
+    int steps = static_cast<int>(c_.range(1, 6));
+    for (int i = 0; i < steps && b_.status(); ++i) step();
+    if (!b_.status()) return b_.status();
+    b_.output(pool_.back());
+    return b_.status();
+  }
+
+ private:
+  DType anyDType() {
+    static const std::vector<DType> common = {DType::F32, DType::F32, DType::I64, DType::I32, DType::F64,
+                                              DType::Bool, DType::F16, DType::U8};
+    if (c_.percent(90)) return c_.pick(common);
+    return static_cast<DType>(c_.range(0, kNumDTypes - 1));
+  }
+  int64_t anyDim() {
+    static const std::vector<int64_t> odd = {0, -1, 1 << 20, int64_t{1} << 31, int64_t{1} << 40, INT64_MAX};
+    if (c_.percent(8)) return c_.pick(odd);
+    return c_.range(1, 4);
+  }
+  Shape anyShape() {
+    Shape s;
+    int rank = static_cast<int>(c_.range(0, c_.percent(5) ? 9 : 4));
+    for (int i = 0; i < rank; ++i) s.dims().push_back(anyDim());
+    return s;
+  }
+  int64_t anyInt() {
+    static const std::vector<int64_t> odd = {INT64_MIN, INT64_MAX, -(int64_t{1} << 40), int64_t{1} << 40, 1 << 30, -9};
+    if (c_.percent(6)) return c_.pick(odd);
+    return c_.range(-3, 5);
+  }
+  double anyFloat() {
+    static const std::vector<double> odd = {NAN, INFINITY, -INFINITY, 1e300, -1e-300, 0.0};
+    if (c_.percent(10)) return c_.pick(odd);
+    return 0.5 * static_cast<double>(c_.range(-8, 8));
+  }
+  // A small constant: shape-like int vectors most of the time (static inputs need those).
+  Value* smallConstant() {
+    DType t = c_.percent(60) ? DType::I64 : anyDType();
+    Shape s = c_.percent(70) ? Shape{c_.range(0, 5)} : Shape{};
+    if (c_.percent(10)) s = Shape{c_.range(1, 3), c_.range(1, 3)};
+    Tensor v(t, s);
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      if (isFloat(t)) v.setDouble(i, anyFloat());
+      else v.setInt(i, anyInt());
+    }
+    return b_.constant(v);
+  }
+  AttrValue anyAttr(AttrKind k) {
+    int n = static_cast<int>(c_.range(0, c_.percent(5) ? 12 : 5));
+    switch (k) {
+      case AttrKind::Int: return anyInt();
+      case AttrKind::Float: return anyFloat();
+      case AttrKind::String: {
+        static const std::vector<std::string> strs = {"",        "constant", "reflect", "edge",  "wrap",   "NOTSET",
+                                                      "SAME_UPPER", "VALID", "DCR",     "CRD",   "none",   "tanh",
+                                                      "add",     "mul",      "max",     "linear", "nearest", "cubic",
+                                                      "ij,jk->ik", "i,i",    "...ii->...i", "bij,bjk->bik", "a->", "iij"};
+        return c_.pick(strs);
+      }
+      case AttrKind::Ints: {
+        std::vector<int64_t> v(n);
+        for (int64_t& x : v) x = anyInt();
+        return v;
+      }
+      case AttrKind::Floats: {
+        std::vector<double> v(n);
+        for (double& x : v) x = anyFloat();
+        return v;
+      }
+      case AttrKind::Strings: return std::vector<std::string>(n, "x");
+      case AttrKind::Tensor: {
+        Tensor t = Tensor::scalar(anyDType(), anyFloat());
+        return t;
+      }
+    }
+    return int64_t{0};
+  }
+
+  void step() {
+    OpKind k = c_.percent(85) ? c_.pick(commonOps()) : static_cast<OpKind>(c_.range(0, kNumOps - 1));
+    const OpDef& def = opDef(k);
+    int maxIn = std::min(def.maxInputs, def.minInputs + 3);
+    int numIn = static_cast<int>(c_.range(def.minInputs, maxIn));
+    std::vector<Value*> ins;
+    for (int i = 0; i < numIn; ++i) {
+      int r = static_cast<int>(c_.range(0, 9));
+      if (i >= def.minInputs && r == 0) ins.push_back(nullptr);
+      else if (r < 3) ins.push_back(smallConstant());
+      else ins.push_back(c_.pick(pool_));
+    }
+    Attributes a;
+    for (const AttrSpec& spec : def.attrs) {
+      if (!c_.percent(spec.required ? 90 : 50)) continue;
+      AttrKind kind = c_.percent(5) ? static_cast<AttrKind>(c_.range(0, 6)) : spec.kind;
+      a.set(spec.name, anyAttr(kind));
+    }
+    if (c_.percent(3)) a.set("no_such_attribute", int64_t{1});
+    int maxOut = std::min(def.maxOutputs, def.minOutputs + 2);
+    int numOut = static_cast<int>(c_.range(def.minOutputs, maxOut));
+    std::vector<Value*> outs = b_.opMulti(k, ins, a, numOut);
+    for (Value* v : outs)
+      if (v) pool_.push_back(v);
+  }
+
+  Choices& c_;
+  GraphBuilder b_;
+  std::vector<Value*> pool_;
+};
+
+}  // namespace
+
+Status buildValidGraph(Choices& choices, Graph& graph, const RandomGraphOptions& options) {
+  return ValidGen(choices, graph, options).run();
+}
+
+Status buildLooseGraph(Choices& choices, Graph& graph) { return LooseGen(choices, graph).run(); }
+
+std::vector<Tensor> deterministicInputs(const Graph& graph, uint64_t salt) {
+  std::vector<Tensor> out;
+  uint64_t i = 0;
+  for (const Value* v : graph.inputs()) out.push_back(deterministicTensor(v->dtype(), v->shape(), salt * 131 + i++));
+  return out;
+}
+
+bool closeEnough(DType t, double a, double b) {
+  if (!isFloat(t)) return a == b;
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  double rel = t == DType::F64 ? 1e-9 : 2e-3;
+  double abs = t == DType::F64 ? 1e-9 : 1e-4;
+  return std::fabs(a - b) <= abs + rel * std::max(std::fabs(a), std::fabs(b));
+}
+
+namespace {
+
+// Compares one output; float tolerances also scale with the tensor's largest magnitude, since a
+// different summation order moves an element by eps times the magnitudes summed, not its own.
+// `precision` is the least precise float type the graph computes in (an f64 output cast from f32
+// math carries f32 rounding).
+Status compareTensors(const Tensor& got, const Tensor& want, DType precision, const std::string& what) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return Status::error(what + ": got " + std::string(dtypeName(got.dtype())) + got.shape().str() + ", want " +
+                         std::string(dtypeName(want.dtype())) + want.shape().str());
+  double scale = 0;
+  if (isFloat(want.dtype()))
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (std::isfinite(want.getDouble(i))) scale = std::max(scale, std::fabs(want.getDouble(i)));
+  DType tol = want.dtype() == DType::F64 ? precision : want.dtype();
+  double slack = (tol == DType::F64 ? 1e-12 : 1e-5) * scale;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    bool ok;
+    if (isFloat(want.dtype())) {
+      double a = got.getDouble(i), b = want.getDouble(i);
+      ok = closeEnough(tol, a, b) || (std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= slack);
+    } else {
+      ok = got.getInt(i) == want.getInt(i);
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os << what << ": element " << i << " is ";
+      if (isFloat(want.dtype())) os << got.getDouble(i) << ", reference " << want.getDouble(i);
+      else os << got.getInt(i) << ", reference " << want.getInt(i);
+      return Status::error(os.str());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status compileAndCompare(const Graph& graph, int numThreads) {
+  std::vector<Tensor> inputs = deterministicInputs(graph);
+  Expected<std::vector<Tensor>> want = evaluateGraph(graph, inputs);
+  DType precision = DType::F64;
+  for (const Value* v : graph.values())
+    if (isFloat(v->dtype()) && v->dtype() != DType::F64) precision = DType::F32;
+  if (!want) return want.status().withContext("reference: ");
+  for (int level : {0, 2}) {
+    std::unique_ptr<Graph> copy = graph.clone();
+    CompileOptions opts;
+    opts.optLevel = level;
+    opts.numThreads = numThreads;
+    opts.verifyEachPass = true;
+    std::string tag = "-O" + std::to_string(level);
+    auto model = compileJit(*copy, opts);
+    if (!model) return model.status().withContext(tag + " compile: ");
+    auto got = model.value()->run(inputs);
+    if (!got) return got.status().withContext(tag + " run: ");
+    if (got->size() != want->size())
+      return Status::error(tag + ": " + std::to_string(got->size()) + " outputs, reference has " +
+                           std::to_string(want->size()));
+    for (size_t i = 0; i < got->size(); ++i)
+      NNC_RETURN_IF_ERROR(compareTensors((*got)[i], (*want)[i], precision, tag + " output " + std::to_string(i)));
+  }
+  return Status::ok();
+}
+
+}  // namespace nnc::fuzz
