@@ -160,6 +160,7 @@ TEST(ThreadPool, FinishesWhileAnotherThreadHogsACore) {
   std::thread hog([&] {
     while (!stop.load(std::memory_order_relaxed)) spins.fetch_add(1, std::memory_order_relaxed);
   });
+  while (spins.load(std::memory_order_relaxed) == 0) std::this_thread::yield();  // the hog is running
   ThreadPool pool(4);
   auto start = std::chrono::steady_clock::now();
   bool allCorrect = true;
