@@ -47,7 +47,7 @@ bool rereadsInputs(OpKind op) {
 
 class Partitioner {
  public:
-  Partitioner(const Graph& graph, const FusionOptions& options) : graph_(graph), options_(options) {
+  Partitioner(const Graph& graph, const FusionOptions& options) : options_(options) {
     nodes_ = graph.nodes();
     for (size_t i = 0; i < nodes_.size(); ++i) index_[nodes_[i]] = static_cast<int>(i);
     parent_.resize(nodes_.size());
@@ -167,7 +167,6 @@ class Partitioner {
     }
   }
 
-  const Graph& graph_;
   const FusionOptions& options_;
   std::vector<Node*> nodes_;
   std::map<const Node*, int> index_;
