@@ -123,7 +123,8 @@ class PlanBuilder {
       rt::Step step;
       step.kind = rt::StepKind::Kernel;
       step.name = lk.kernel.name;
-      for (const Value* v : lk.params) step.args.push_back(bufferOf(v));
+      for (const Value* v : lk.params) step.args.push_back(v ? bufferOf(v) : addCheckResult());
+      step.check = std::move(lk.check);
       step.outerSize = lk.kernel.outer.size();
       int64_t work = lk.kernel.inner.size();
       for (const kir::Reduction& r : lk.kernel.reductions) work += r.loop.size();
@@ -139,9 +140,17 @@ class PlanBuilder {
   int32_t bufferOf(const Value* v) {
     auto it = bufferOf_.find(v);
     if (it != bufferOf_.end()) return it->second;
-    const int32_t id = addBuffer({rt::BufferKind::Arena, alignUp(out_.plan.arenaSize), byteSize(v)});
-    out_.plan.arenaSize = alignUp(out_.plan.arenaSize) + alignUp(byteSize(v));
+    const int32_t id = appendArenaBuffer(byteSize(v));
     bufferOf_[v] = id;
+    return id;
+  }
+
+  // A check kernel's result (rt::CheckResult): its own arena bytes past the planned region.
+  int32_t addCheckResult() { return appendArenaBuffer(rt::kCheckResultSize * sizeof(int64_t)); }
+
+  int32_t appendArenaBuffer(uint64_t bytes) {
+    const int32_t id = addBuffer({rt::BufferKind::Arena, alignUp(out_.plan.arenaSize), bytes});
+    out_.plan.arenaSize = alignUp(out_.plan.arenaSize) + alignUp(bytes);
     return id;
   }
 

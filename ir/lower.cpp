@@ -14,6 +14,7 @@
 #include <set>
 
 #include "ir/op_registry.h"
+#include "kir/interpreter.h"
 
 namespace nnc {
 
@@ -27,6 +28,93 @@ struct Domain {
 
 bool inGroup(const KernelGroup& g, const Node* n) {
   return std::find(g.nodes.begin(), g.nodes.end(), n) != g.nodes.end();
+}
+
+// Adds a param per group input, with a generator that loads it.
+void bindGroupInputs(const KernelGroup& group, kir::KernelBuilder& kb, LoweredKernel& lowered,
+                     std::map<const Value*, kir::ElementGen>& gens) {
+  for (Value* v : group.inputs) {
+    const int slot = kb.addParam(v->name(), v->dtype(), v->shape().numel(), /*isOutput=*/false);
+    lowered.params.push_back(v);
+    Shape shape = v->shape();
+    kir::KernelBuilder* kbp = &kb;
+    gens[v] = [kbp, slot, shape](const std::vector<kir::ExprId>& idx) {
+      return kbp->load(slot, kbp->flatIndex(idx, shape));
+    };
+  }
+}
+
+// A generator for `v` in a check kernel: a group input is loaded; a value made inside the group is
+// recomputed from its (elementwise or injective) producers. Indices never come out of a reduction
+// anchor inside the group: the fusion policy fuses no injective op after an anchor.
+Status resolveGenerator(const KernelGroup& group, kir::KernelBuilder& kb, const Value* v,
+                        std::map<const Value*, kir::ElementGen>& gens) {
+  if (gens.count(v)) return Status::ok();
+  const Node* producer = v->producer();
+  if (!producer || !inGroup(group, producer))
+    return Status::error("internal: check kernel: value '" + v->name() + "' is neither read nor made in the group");
+  const OpDef& def = opDef(producer->op());
+  if (!def.lowerElement)
+    return Status::error(producer->diagPrefix() + "internal: a checked index is computed by a reduction in the "
+                                                  "same kernel");
+  LowerContext ctx{kb, *producer, {}};
+  for (Value* in : producer->inputs()) {
+    if (in) NNC_RETURN_IF_ERROR(resolveGenerator(group, kb, in, gens));
+    ctx.inputs.push_back(in ? gens.at(in) : kir::ElementGen{});
+  }
+  std::vector<kir::ElementGen> outs = def.lowerElement(ctx);
+  for (int i = 0; i < producer->numOutputs(); ++i) gens[producer->output(i)] = outs[i];
+  return Status::ok();
+}
+
+// The kernel that evaluates `check` of `node` over the whole checked input: one outer point, a
+// count of violations and the first one's position (ArgMax finds the first maximum), its value.
+// Its params are the group's inputs — or, for a constant checked input, that input alone.
+Expected<LoweredKernel> lowerIndexCheck(const KernelGroup& group, const Node& node, const IndexCheck& check,
+                                        const std::string& name) {
+  kir::KernelBuilder kb(name);
+  LoweredKernel lowered;
+  std::map<const Value*, kir::ElementGen> gens;
+  const Value* checked = node.input(check.input);
+  if (checked->isConstant()) {
+    KernelGroup alone;
+    alone.inputs = {const_cast<Value*>(checked)};
+    bindGroupInputs(alone, kb, lowered, gens);
+  } else {
+    bindGroupInputs(group, kb, lowered, gens);
+  }
+  const int resultSlot = kb.addParam("check_result", DType::I64, rt::kCheckResultSize, /*isOutput=*/true);
+  lowered.params.push_back(nullptr);
+  NNC_RETURN_IF_ERROR(resolveGenerator(group, kb, checked, gens));
+  const kir::ElementGen& gen = gens.at(checked);
+  const Shape& shape = checked->shape();
+  auto asI64 = [&](kir::ExprId e) { return kb.dtypeOf(e) == DType::I64 ? e : kb.cast(DType::I64, e); };
+  auto violation = [&](const std::vector<kir::ExprId>& at) {
+    return kb.select(check.violates(kb, asI64(gen(at)), at), kb.i64(1), kb.i64(0));
+  };
+  kb.setOuter({});
+  std::vector<kir::ExprId> countVars = kb.reductionVars(shape.dims());
+  kir::ExprId count = kb.reduce(kir::ReduceOp::Sum, countVars, violation(countVars));
+  std::vector<kir::ExprId> firstVars = kb.reductionVars(shape.dims());
+  kir::ExprId first = kb.reduce(kir::ReduceOp::ArgMax, firstVars, violation(firstVars));
+  kir::ExprId firstValue = kb.select(kb.binary(kir::ExprOp::Gt, count, kb.i64(0)),
+                                     asI64(gen(kb.unflatten(first, shape))), kb.i64(0));
+  kb.addStore(resultSlot, kb.i64(rt::kCheckViolations), count, /*perInner=*/false);
+  kb.addStore(resultSlot, kb.i64(rt::kCheckFirstPosition), first, /*perInner=*/false);
+  kb.addStore(resultSlot, kb.i64(rt::kCheckFirstValue), firstValue, /*perInner=*/false);
+  lowered.kernel = kb.finish();
+  lowered.check = node.diagPrefix() + "input " + std::to_string(check.input) + " ('" + checked->name() + "', " +
+                  std::to_string(shape.numel()) + " elements) " + check.expectation;
+  return lowered;
+}
+
+// Runs a check kernel whose only input is the constant `indices` (lowerIndexCheck's constant case).
+Status runConstantCheck(const LoweredKernel& lk, Tensor indices) {
+  Tensor result(DType::I64, Shape({rt::kCheckResultSize}));
+  NNC_RETURN_IF_ERROR(kir::interpret(lk.kernel, {&indices, &result}));
+  const int64_t* r = result.dataAs<int64_t>();
+  if (r[rt::kCheckViolations] != 0) return Status::error(rt::describeCheckFailure(lk.check, r));
+  return Status::ok();
 }
 
 }  // namespace
@@ -83,21 +171,29 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
   }
 
   std::vector<LoweredKernel> result;
+  for (const Node* n : group.nodes) {
+    const OpDef& def = opDef(n->op());
+    if (!def.indexChecks) continue;
+    for (const IndexCheck& check : def.indexChecks(*n)) {
+      const Value* checked = n->input(check.input);
+      if (!checked || checked->shape().numel() == 0) continue;
+      NNC_ASSIGN_OR_RETURN(LoweredKernel lk, lowerIndexCheck(group, *n, check,
+                                                             kernelName + "_check" + std::to_string(result.size())));
+      if (checked->isConstant()) {
+        // Known now: a violation is a compile-time error, and a satisfied check costs no kernel.
+        NNC_RETURN_IF_ERROR(runConstantCheck(lk, checked->constant()));
+        continue;
+      }
+      result.push_back(std::move(lk));
+    }
+  }
   for (size_t k = 0; k < outputSets.size(); ++k) {
     const std::vector<Value*>& outputs = outputSets[k];
     std::string name = k == 0 ? kernelName : kernelName + "_" + std::to_string(k);
     kir::KernelBuilder kb(name);
     LoweredKernel lowered;
     std::map<const Value*, kir::ElementGen> gens;
-    for (Value* v : group.inputs) {
-      const int slot = kb.addParam(v->name(), v->dtype(), v->shape().numel(), /*isOutput=*/false);
-      lowered.params.push_back(v);
-      Shape shape = v->shape();
-      kir::KernelBuilder* kbp = &kb;
-      gens[v] = [kbp, slot, shape](const std::vector<kir::ExprId>& idx) {
-        return kbp->load(slot, kbp->flatIndex(idx, shape));
-      };
-    }
+    bindGroupInputs(group, kb, lowered, gens);
     std::vector<int> outputSlots;
     for (Value* v : outputs) {
       outputSlots.push_back(kb.addParam(v->name(), v->dtype(), v->shape().numel(), /*isOutput=*/true));

@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "kir/kernel_ir.h"
+#include "runtime/plan.h"
 
 namespace nnc {
 
@@ -23,10 +24,16 @@ void computeGroupBoundary(KernelGroup& group);
 struct LoweredKernel {
   kir::Kernel kernel;
   std::vector<Value*> params;  // the value bound to each param slot: group inputs, then outputs
+  // Non-empty for a check kernel (an IndexCheck of a node in the group, see ir/op_registry.h): its
+  // last param (params.back() == nullptr) is the check result of runtime/plan.h (rt::CheckResult),
+  // and `check` says what was required: "node 'g' (Gather): input 1 ('idx', 12 elements) must be in
+  // [-5, 4]".
+  std::string check;
 };
 
 // Builds the group's kernel(s): one kernel, except that a group without an anchor whose outputs
-// differ in shape (Split) gets one kernel per output shape. Fails, naming the node, when the group
+// differ in shape (Split) gets one kernel per output shape; check kernels for the IndexChecks of
+// the group's nodes come first (a check kernel recomputes the checked input when it is fused). Fails, naming the node, when the group
 // cannot be lowered (two anchors, an opaque op, an epilogue not at the anchor's index).
 Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName);
 

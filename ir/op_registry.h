@@ -85,6 +85,19 @@ struct OpaqueKernel {
   std::function<std::vector<int64_t>(const Node&)> encode;
 };
 
+// A run-time contract on the data of an input (Gather's indices must lie in the gathered axis, ...).
+// `violates` maps one element of input `input` — its value as i64 and its multi-index in that input
+// — to a bool that is true when the element breaks the contract. Lowering builds one check kernel
+// per IndexCheck (ir/lower.h) and the runtime fails the run with a message naming the node: an
+// out-of-range index is an error, never a silently clamped read (the kernels clamp as well, so
+// memory stays in bounds even before the check has run).
+struct IndexCheck {
+  int input;
+  std::string expectation;  // "must be in [-5, 4]": completes "indices '<name>' ..."
+  std::function<kir::ExprId(kir::KernelBuilder&, kir::ExprId value, const std::vector<kir::ExprId>& index)>
+      violates;
+};
+
 struct OpDef {
   OpKind kind;
   int minInputs = 1, maxInputs = 1;
@@ -101,6 +114,8 @@ struct OpDef {
   // The outputs depend only on input shapes/dtypes, never on input data (Shape, Size, EyeLike):
   // the builder folds such nodes even when their inputs are not constants.
   bool dependsOnlyOnShapes = false;
+  // Contracts on input data checked at run time (see IndexCheck); empty for most ops.
+  std::function<std::vector<IndexCheck>(const Node&)> indexChecks;
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
 };

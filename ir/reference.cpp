@@ -64,9 +64,14 @@ Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<T
   for (int i = 0; i < node.numOutputs(); ++i) bound[node.output(i)] = &outputs[i];
   for (LoweredKernel& lk : kernels) {
     std::vector<Tensor*> buffers;
-    for (Value* v : lk.params) buffers.push_back(bound.at(v));
+    Tensor checkResult(DType::I64, Shape({rt::kCheckResultSize}));
+    for (Value* v : lk.params) buffers.push_back(v ? bound.at(v) : &checkResult);
     Status s = kir::interpret(lk.kernel, buffers);
     if (!s) return s.withContext(node.diagPrefix());
+    if (!lk.check.empty()) {
+      const int64_t* result = checkResult.dataAs<int64_t>();
+      if (result[rt::kCheckViolations] != 0) return Status::error(rt::describeCheckFailure(lk.check, result));
+    }
   }
   return outputs;
 }

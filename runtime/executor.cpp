@@ -50,6 +50,14 @@ nnc_status checkTensor(const nnc_tensor& t, const TensorDesc& d, const char* wha
     return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
                       prefix + "size_bytes is " + std::to_string(t.size_bytes) + ", expected at least " +
                           std::to_string(d.byteSize));
+  // Generated kernels load and store whole elements with the element's natural alignment (LLVM
+  // `align N`; a misaligned address is undefined behaviour there, and faults on a GPU), so a buffer
+  // must be aligned to its element size. Empty tensors are never read: any address will do.
+  const uint64_t align = elementSize(d.dtype);
+  if (d.byteSize != 0 && align > 1 && reinterpret_cast<uintptr_t>(t.data) % align != 0)
+    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
+                      prefix + "data is misaligned: its address must be a multiple of " + std::to_string(align) +
+                          " (the size of one " + elementTypeName(d.dtype) + " element)");
   return NNC_OK;
 }
 
@@ -79,8 +87,11 @@ nnc_status checkRunArguments(const Plan& plan, const nnc_tensor* inputs, size_t 
 
 void Executor::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
+// A function-try-block: the arena is allocated without exceptions below, but the step tables and
+// messages allocate too, and under memory pressure (a small RLIMIT_AS, a huge plan) the resulting
+// std::bad_alloc must become an "out of memory" failure, never cross the C ABI.
 std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, const SymbolTable& symbols,
-                                           int numThreads, std::string* error) {
+                                           int numThreads, std::string* error) try {
   std::string message;
   if (!validatePlan(plan, &message)) {
     fail(error, "invalid plan: " + message);
@@ -173,6 +184,9 @@ std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, co
   ex->weights_ = weights;
   ex->plan_ = std::move(plan);
   return ex;
+} catch (const std::bad_alloc&) {
+  fail(error, "out of memory creating the executor");
+  return nullptr;
 }
 
 nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
@@ -191,6 +205,12 @@ nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor*
     auto start = std::chrono::steady_clock::now();
     if (KernelFn fn = kernelFns_[i]) {
       pool_->parallelFor(s.outerSize, minChunk_[i], [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); });
+      if (!s.check.empty()) {
+        // A check step: stop before any step reads data that broke the contract.
+        const auto* result = static_cast<const int64_t*>(ptrs[s.args.size() - 1]);
+        if (result[kCheckViolations] != 0)
+          return failStatus(error, NNC_ERROR_RUNTIME, describeCheckFailure(s.check, result));
+      }
     } else {
       int rc = builtinFns_[i](s.params.data(), ptrs);
       if (rc != 0)

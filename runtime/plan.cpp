@@ -11,10 +11,14 @@
 //             u32 numParams i64 params[], str origin
 // str:        u32 length, bytes
 // Version 2 appends, after the steps:
-//   u8 target (0 cpu, 1 cuda)   u8 gpuMapping[numSteps] (0 thread per point, 1 warp per point)
-// Version 1 (no such tail) is still read, as target cpu with thread-per-point steps. The writer
-// always writes version 2, so the encoding is canonical for version 2: an accepted version-2 byte
-// string re-serializes to itself (a version-1 string re-serializes as version 2).
+//   u8 target (0 cpu, 1 cuda)   u8 gpuMapping[numSteps] (0 thread per point, 1 warp per point,
+//   2 block per point, 3..6 thread per vector of 2/4/8/16 points)
+// Version 3 appends, after that:
+//   str check[numSteps] (empty unless the step is a check step)
+// Older versions (without those tails) are still read: version 1 as target cpu with thread-per-point
+// steps, versions 1 and 2 without check steps. The writer always writes the newest version, so the
+// encoding is canonical for it: an accepted byte string of the newest version re-serializes to
+// itself (an older one re-serializes in the newest version).
 #include "runtime/plan.h"
 
 #include <cstring>
@@ -23,7 +27,7 @@ namespace nnc::rt {
 namespace {
 
 constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
 
 // Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
@@ -314,8 +318,17 @@ bool validatePlan(const Plan& plan, std::string* error) {
     }
     if (s.outerSize < 0) return fail(error, prefix + "negative outer size " + std::to_string(s.outerSize));
     if (s.workPerPoint < 0) return fail(error, prefix + "negative work per point " + std::to_string(s.workPerPoint));
-    if (s.gpuMapping != GpuMapping::ThreadPerPoint && s.gpuMapping != GpuMapping::WarpPerPoint)
+    if (s.gpuMapping > kLastGpuMapping)
       return fail(error, prefix + "unknown GPU mapping " + std::to_string(static_cast<int>(s.gpuMapping)));
+    if (!s.check.empty()) {
+      if (s.check.size() > kMaxStringLength) return fail(error, prefix + "check text too long");
+      // The executor reads the result back from the arena: it must be there and large enough.
+      if (s.kind != StepKind::Kernel || s.args.empty()) return fail(error, prefix + "a check step must be a kernel");
+      const BufferRef& result = plan.buffers[s.args.back()];
+      if (result.kind != BufferKind::Arena || result.size < kCheckResultSize * sizeof(int64_t))
+        return fail(error, prefix + "a check step's result must be an arena buffer of " +
+                               std::to_string(kCheckResultSize) + " i64");
+    }
   }
   for (const TensorDesc& d : plan.inputs)
     if (d.name.size() > kMaxStringLength) return fail(error, "input name too long");
@@ -354,6 +367,7 @@ std::vector<uint8_t> serializePlan(const Plan& plan) {
   }
   w.u8(static_cast<uint8_t>(plan.target));
   for (const Step& s : plan.steps) w.u8(static_cast<uint8_t>(s.gpuMapping));
+  for (const Step& s : plan.steps) w.str(s.check);
   return w.take();
 }
 
@@ -397,10 +411,13 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
     p.target = static_cast<Target>(target);
     for (uint32_t i = 0; i < numSteps && r.ok(); ++i) {
       uint8_t mapping = r.u8("step GPU mapping");
-      if (r.ok() && mapping > static_cast<uint8_t>(GpuMapping::WarpPerPoint))
+      if (r.ok() && mapping > static_cast<uint8_t>(kLastGpuMapping))
         r.fail("unknown GPU mapping " + std::to_string(mapping));
       p.steps[i].gpuMapping = static_cast<GpuMapping>(mapping);
     }
+  }
+  if (version >= 3) {
+    for (uint32_t i = 0; i < numSteps && r.ok(); ++i) p.steps[i].check = r.str("step check");
   }
   if (!r.ok()) return fail(error, r.error());
   if (r.left() != 0) return fail(error, std::to_string(r.left()) + " trailing bytes after the plan");
@@ -408,6 +425,58 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
   if (!validatePlan(p, &message)) return fail(error, "invalid plan: " + message);
   *plan = std::move(p);
   return true;
+}
+
+const char* gpuMappingName(GpuMapping mapping) {
+  switch (mapping) {
+    case GpuMapping::ThreadPerPoint: return "thread-per-point";
+    case GpuMapping::WarpPerPoint: return "warp-per-point";
+    case GpuMapping::BlockPerPoint: return "block-per-point";
+    case GpuMapping::ThreadPerVector2: return "vector2";
+    case GpuMapping::ThreadPerVector4: return "vector4";
+    case GpuMapping::ThreadPerVector8: return "vector8";
+    case GpuMapping::ThreadPerVector16: return "vector16";
+  }
+  return "unknown";
+}
+
+std::string printPlan(const Plan& plan) {
+  static const char* const kBufferKinds[] = {"arena", "weight", "input", "output"};
+  std::string out = std::string("plan target=") + (plan.target == Target::Cuda ? "cuda" : "cpu") +
+                    " arena=" + std::to_string(plan.arenaSize) + " weights=" + std::to_string(plan.weightsSize) + "\n";
+  auto tensors = [&](const char* what, const std::vector<TensorDesc>& ds) {
+    for (size_t i = 0; i < ds.size(); ++i)
+      out += std::string(what) + " " + std::to_string(i) + " '" + ds[i].name + "': " + elementTypeName(ds[i].dtype) +
+             formatShape(ds[i].shape.data(), ds[i].shape.size()) + "\n";
+  };
+  tensors("input", plan.inputs);
+  tensors("output", plan.outputs);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferRef& b = plan.buffers[i];
+    const auto kind = static_cast<size_t>(b.kind);
+    out += "buffer " + std::to_string(i) + ": " + (kind < 4 ? kBufferKinds[kind] : "?") + " " +
+           std::to_string(b.offset) + " +" + std::to_string(b.size) + "\n";
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    out += "step " + std::to_string(i) + ": " + (s.kind == StepKind::Kernel ? "kernel " : "builtin ") + s.name + "(";
+    for (size_t a = 0; a < s.args.size(); ++a) out += (a ? ", " : "") + std::to_string(s.args[a]);
+    out += ")";
+    if (s.kind == StepKind::Kernel) {
+      out += " outer=" + std::to_string(s.outerSize);
+      if (plan.target == Target::Cuda) out += std::string(" ") + gpuMappingName(s.gpuMapping);
+    }
+    if (!s.check.empty()) out += " check";
+    out += "  ; " + s.origin + "\n";
+  }
+  return out;
+}
+
+std::string describeCheckFailure(const std::string& check, const int64_t* result) {
+  const int64_t violations = result[kCheckViolations];
+  return check + "; " + std::to_string(violations) + (violations == 1 ? " element does" : " elements do") +
+         " not, the first is " + std::to_string(result[kCheckFirstValue]) + " (at flat position " +
+         std::to_string(result[kCheckFirstPosition]) + ")";
 }
 
 }  // namespace nnc::rt

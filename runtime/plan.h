@@ -35,7 +35,18 @@ enum class Target : uint8_t { Cpu, Cuda };
 
 // Cuda kernel steps: how the generated kernel maps outer points to threads (codegen/cuda's
 // ThreadMapping); the launch grid follows from it and outerSize (runtime/cuda/launch_dims.h).
-enum class GpuMapping : uint8_t { ThreadPerPoint, WarpPerPoint };
+// Values 2..6 (a block per point; a thread per vector of 2/4/8/16 consecutive points, for 16-byte
+// vector accesses) came later without a format change: the one-byte field exists since version 2.
+enum class GpuMapping : uint8_t {
+  ThreadPerPoint,
+  WarpPerPoint,
+  BlockPerPoint,
+  ThreadPerVector2,
+  ThreadPerVector4,
+  ThreadPerVector8,
+  ThreadPerVector16,
+};
+inline constexpr GpuMapping kLastGpuMapping = GpuMapping::ThreadPerVector16;  // for range checks
 
 enum class StepKind : uint8_t { Kernel, Builtin };
 struct Step {
@@ -47,7 +58,15 @@ struct Step {
   std::vector<int64_t> params;  // Builtin: the parameter block
   std::string origin;         // graph node(s) it came from, for errors and profiles
   GpuMapping gpuMapping = GpuMapping::ThreadPerPoint;  // Kernel on Target::Cuda (version 2)
+  std::string check;  // Kernel: non-empty for a check step, what it requires (version 3)
 };
+
+// A check step (Step::check non-empty) is a kernel that tests a contract on data (indices in range)
+// and writes an i64[kCheckResultSize] result into its last argument; the executor fails the run
+// when kCheckViolations is non-zero.
+enum CheckResult : int { kCheckViolations = 0, kCheckFirstPosition = 1, kCheckFirstValue = 2, kCheckResultSize = 3 };
+// "<check>; 2 elements do not, the first is 7 (at flat position 3)".
+std::string describeCheckFailure(const std::string& check, const int64_t* result);
 
 struct Plan {
   std::vector<TensorDesc> inputs;
@@ -59,13 +78,19 @@ struct Plan {
   Target target = Target::Cpu;  // version 2
 };
 
-// A stable little-endian binary encoding (versioned: writes version 2, reads 1 and 2); deserialize
+// A stable little-endian binary encoding (versioned: writes version 3, reads 1 to 3); deserialize
 // checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);
 // The checks deserializePlan applies (dtypes known, byte sizes consistent with shapes, buffer refs
 // in bounds, step arguments in range); the executor applies them to in-memory plans too.
 bool validatePlan(const Plan& plan, std::string* error);
+
+// A readable listing (nnc --emit=plan): target, arena and weight sizes, inputs and outputs, one
+// line per buffer and per step (kind, symbol, arguments, outer size, GPU mapping, check).
+std::string printPlan(const Plan& plan);
+// "thread-per-point", "vector4", ...
+const char* gpuMappingName(GpuMapping mapping);
 
 // Size in bytes of one element of an nnc_dtype (ONNX numbering); 0 when the value is unknown.
 uint64_t elementSize(int32_t dtype);

@@ -52,7 +52,8 @@ typedef struct nnc_tensor_info {
 } nnc_tensor_info;
 
 /* A caller-owned buffer passed to nnc_model_run. shape/rank/dtype are checked against the model;
- * size_bytes must be at least the tensor's byte size. */
+ * size_bytes must be at least the tensor's byte size. data must be aligned to the element size
+ * (4 for f32, 8 for i64, ...; malloc'd memory always is): NNC_ERROR_INVALID_ARGUMENT otherwise. */
 typedef struct nnc_tensor {
   void *data;
   size_t size_bytes;

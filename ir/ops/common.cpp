@@ -57,4 +57,35 @@ kir::ExprId loadBroadcast(LowerContext& ctx, int input, const std::vector<kir::E
   return ctx.inputs[input](broadcastIndex(ctx.kb, outIndex, ctx.inShape(input)));
 }
 
+namespace {
+
+kir::ExprId outsideSymmetricRange(kir::KernelBuilder& kb, kir::ExprId value, kir::ExprId extent) {
+  return kb.binary(kir::ExprOp::Or, kb.lt(value, kb.unary(kir::ExprOp::Neg, extent)),
+                   kb.binary(kir::ExprOp::Ge, value, extent));
+}
+
+}  // namespace
+
+IndexCheck axisIndexCheck(int input, int64_t extent) {
+  return {input, "must be in [" + std::to_string(-extent) + ", " + std::to_string(extent - 1) + "]",
+          [extent](kir::KernelBuilder& kb, kir::ExprId value, const std::vector<kir::ExprId>&) {
+            return outsideSymmetricRange(kb, value, kb.i64(extent));
+          }};
+}
+
+IndexCheck tupleIndexCheck(int input, std::vector<int64_t> extents) {
+  std::string dims;
+  for (int64_t e : extents) dims += (dims.empty() ? "" : ", ") + std::to_string(e);
+  return {input, "must address dims of extents (" + dims + ") (component c in [-extent_c, extent_c - 1])",
+          [extents](kir::KernelBuilder& kb, kir::ExprId value, const std::vector<kir::ExprId>& index) {
+            // The extent of the dim addressed by this component: a select chain over the tuple
+            // position (tuples are at most the data's rank long).
+            kir::ExprId component = index.back();
+            kir::ExprId extent = kb.i64(extents.back());
+            for (size_t c = extents.size() - 1; c-- > 0;)
+              extent = kb.select(kb.eq(component, kb.i64(static_cast<int64_t>(c))), kb.i64(extents[c]), extent);
+            return outsideSymmetricRange(kb, value, extent);
+          }};
+}
+
 }  // namespace nnc::ops

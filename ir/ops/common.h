@@ -37,4 +37,11 @@ Status requireSameType(InferContext& ctx);
 // A generator that loads input value k of a group through ctx.inputs[k] at a broadcast index.
 kir::ExprId loadBroadcast(LowerContext& ctx, int input, const std::vector<kir::ExprId>& outIndex);
 
+// Run-time contracts (IndexCheck) for data-dependent indices. axisIndexCheck: every element of
+// `input` addresses an axis of `extent` elements, negative values counting from the end, so it must
+// lie in [-extent, extent-1]. tupleIndexCheck: the last dim of `input` holds index tuples whose
+// component c addresses a dim of extents[c] (GatherND, ScatterND).
+IndexCheck axisIndexCheck(int input, int64_t extent);
+IndexCheck tupleIndexCheck(int input, std::vector<int64_t> extents);
+
 }  // namespace nnc::ops

@@ -666,6 +666,10 @@ void defineGather(OpRegistry& r) {
       return x(src);
     }};
   };
+  d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
+    const Shape& data = n.input(0)->shape();
+    return {ops::axisIndexCheck(1, data[*normalizeAxis(n.attrs().getInt("axis"), data.rank())])};
+  };
   define(r, std::move(d));
 }
 
@@ -700,6 +704,10 @@ void defineGatherElements(OpRegistry& r) {
       src[axis] = normalizeIndex(*kb, indices(idx), data[axis]);
       return x(src);
     }};
+  };
+  d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
+    const Shape& data = n.input(0)->shape();
+    return {ops::axisIndexCheck(1, data[*normalizeAxis(n.attrs().getInt("axis"), data.rank())])};
   };
   define(r, std::move(d));
 }
@@ -754,6 +762,12 @@ void defineGatherND(OpRegistry& r) {
       return x(src);
     }};
   };
+  d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
+    const Shape &data = n.input(0)->shape(), &ind = n.input(1)->shape();
+    const int64_t b = n.attrs().getInt("batch_dims");
+    std::vector<int64_t> extents(data.dims().begin() + b, data.dims().begin() + b + ind[ind.rank() - 1]);
+    return {ops::tupleIndexCheck(1, std::move(extents))};
+  };
   define(r, std::move(d));
 }
 
@@ -790,6 +804,13 @@ void defineReverseSequence(OpRegistry& r) {
       src[time] = kb->clamp(kb->select(kb->lt(t, len), reversed, t), 0, steps - 1);
       return x(src);
     }};
+  };
+  d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
+    const int64_t steps = n.input(0)->shape()[static_cast<int>(n.attrs().getInt("time_axis"))];
+    return {{1, "must be in [0, " + std::to_string(steps) + "]",
+             [steps](KernelBuilder& kb, ExprId len, const Index&) {
+               return kb.binary(ExprOp::Or, kb.lt(len, kb.i64(0)), kb.binary(ExprOp::Gt, len, kb.i64(steps)));
+             }}};
   };
   define(r, std::move(d));
 }

@@ -783,6 +783,10 @@ void defineScatterElements(OpRegistry& r) {
     auto updateAtFlat = [&](ExprId flat) { return ctx.inputs[2](at(flat)); };
     return {{outer, combineScatter(kb, *red, t, x, {upd[axis]}, match, update, updateAtFlat), false}};
   };
+  d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
+    const Shape& data = n.input(0)->shape();
+    return {ops::axisIndexCheck(1, data[normalizedAxis(n.attrs().getInt("axis"), data.rank())])};
+  };
   r.define(std::move(d));
 }
 
@@ -838,6 +842,10 @@ void defineScatterND(OpRegistry& r) {
     auto update = [&](const std::vector<ExprId>& j) { return ctx.inputs[2](updateIndex(j)); };
     auto updateAtFlat = [&](ExprId flat) { return ctx.inputs[2](updateIndex(kb.unflatten(flat, Shape(prefix)))); };
     return {{outer, combineScatter(kb, *red, t, x, prefix, match, update, updateAtFlat), false}};
+  };
+  d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
+    const Shape &data = n.input(0)->shape(), &ind = n.input(1)->shape();
+    return {ops::tupleIndexCheck(1, std::vector<int64_t>(data.dims().begin(), data.dims().begin() + ind[ind.rank() - 1]))};
   };
   r.define(std::move(d));
 }

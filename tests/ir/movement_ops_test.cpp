@@ -77,6 +77,20 @@ Tensor runOp(OpKind op, const std::vector<Tensor>& inputs, Attributes a = {}) {
   return outs.empty() ? Tensor() : outs[0];
 }
 
+// The evaluation error of a one-node graph whose inputs are all fed at run time ("" on success).
+std::string evalError(OpKind op, const std::vector<Tensor>& inputs, Attributes a = {}) {
+  Graph g;
+  GraphBuilder b(g);
+  b.setFolding(false);
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(b.input("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
+  b.output(b.op(op, ins, std::move(a), "n"));
+  EXPECT_TRUE(b.status().isOk()) << b.status().message();
+  auto result = evaluateGraph(g, inputs);
+  return result.isOk() ? "" : result.status().message();
+}
+
 // The builder's diagnostic for creating `op` (empty when it succeeds).
 std::string buildError(OpKind op, const std::vector<std::pair<DType, Shape>>& inputs, Attributes a = {},
                        int numOutputs = -1) {
@@ -274,10 +288,10 @@ TEST(MovementOps, GatherNegativeIndices) {
                DType::F32, {5, 2}, {2, 1, 5, 4, 8, 7, 11, 10, 14, 13});
   // Scalar index drops the axis.
   expectTensor(runOp(OpKind::Gather, {data, ints({-2}, {})}), DType::F32, {3}, {9, 10, 11});
-  // Out-of-range indices are clamped, never read out of bounds.
-  Tensor clamped = runOp(OpKind::Gather, {data, ints({7, -9}, {2})});
-  ASSERT_FALSE(clamped.isNull());
-  EXPECT_EQ(clamped.shape(), Shape({2, 3}));
+  // Out-of-range indices are an error naming the node, the bound and the first offender.
+  EXPECT_EQ(evalError(OpKind::Gather, {data, ints({1, 7, -9}, {3})}),
+            "node 'n' (Gather): input 1 ('in1', 3 elements) must be in [-5, 4]; 2 elements do not, the first is 7 "
+            "(at flat position 1)");
 }
 
 TEST(MovementOps, GatherElementsAndND) {

@@ -35,15 +35,17 @@ void expectSamePlan(const Plan& a, const Plan& b) {
     EXPECT_EQ(a.steps[i].params, b.steps[i].params);
     EXPECT_EQ(a.steps[i].origin, b.steps[i].origin);
     EXPECT_EQ(a.steps[i].gpuMapping, b.steps[i].gpuMapping);
+    EXPECT_EQ(a.steps[i].check, b.steps[i].check);
   }
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.arenaSize, b.arenaSize);
   EXPECT_EQ(a.weightsSize, b.weightsSize);
 }
 
-// A plan using every field: two inputs of different dtypes, a builtin with params.
+// A plan using every field: two inputs of different dtypes, a builtin with params, a check step.
 Plan richPlan() {
   Plan p = testing::makeAddDoublePlan(3, 5);
+  p.steps[0].check = "node 'g' (Gather): input 1 ('i', 2 elements) must be in [-3, 2]";
   p.inputs.push_back({"indices", /*dtype=*/7, {2}, 16});
   p.outputs.push_back({"scalar", /*dtype=*/11, {}, 8});
   p.buffers.push_back({BufferKind::Input, 1, 16});
@@ -86,7 +88,7 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   p.steps.push_back(s);
   // Written out by hand from the format description in runtime/plan.cpp.
   std::vector<uint8_t> expected = {
-      'N', 'N', 'C', 'P', 2, 0, 0, 0,               // magic, version 2
+      'N', 'N', 'C', 'P', 3, 0, 0, 0,               // magic, version 3
       0x02, 0x01, 0, 0, 0, 0, 0, 0,                 // arena size
       16, 0, 0, 0, 0, 0, 0, 0,                      // weights size
       0, 0, 0, 0, 0, 0, 0, 0,                       // no inputs, no outputs
@@ -100,12 +102,19 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
       1, 0, 0, 0, 'o',                              // origin "o"
       0,                                            // version 2: target cpu
       0,                                            // version 2: step 0 thread per point
+      0, 0, 0, 0,                                   // version 3: step 0 checks nothing
   };
   EXPECT_EQ(serializePlan(p), expected);
   Plan back;
   std::string error;
   ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &back, &error)) << error;
   expectSamePlan(p, back);
+  // Version 2 (no check tail) still reads.
+  expected[4] = 2;
+  expected.resize(expected.size() - 4);
+  Plan v2;
+  ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &v2, &error)) << error;
+  expectSamePlan(p, v2);
   // Version 1 (no target/mapping tail) still reads, as a cpu plan.
   expected[4] = 1;
   expected.resize(expected.size() - 2);
@@ -132,14 +141,14 @@ TEST(Plan, RejectsBadHeader) {
   bad[0] = 'X';
   EXPECT_EQ(deserializeError(bad), "not an nnc plan (bad magic)");
   bad = bytes;
-  bad[4] = 3;
-  EXPECT_EQ(deserializeError(bad), "unsupported plan version 3 (this runtime reads versions 1 to 2)");
+  bad[4] = 4;
+  EXPECT_EQ(deserializeError(bad), "unsupported plan version 4 (this runtime reads versions 1 to 3)");
   EXPECT_EQ(deserializeError({'N', 'N'}), "not an nnc plan (bad magic)");
   bad = bytes;
   bad.push_back(0);
   EXPECT_EQ(deserializeError(bad), "1 trailing bytes after the plan");
   bad.assign(bytes.begin(), bytes.end() - 1);
-  EXPECT_EQ(deserializeError(bad), "truncated plan: step GPU mapping runs past the end");
+  EXPECT_EQ(deserializeError(bad), "truncated plan: step check runs past the end");
   Plan p;
   std::string error;
   EXPECT_FALSE(deserializePlan(nullptr, 0, &p, &error));
@@ -197,6 +206,12 @@ TEST(Plan, ValidationMessages) {
   bad = p;
   bad.steps[0].name.clear();
   EXPECT_EQ(validateError(bad), "step 0 (add_node): empty symbol name");
+  bad = p;
+  bad.steps[1].check = "indices in range";  // its last argument, the output, is not arena memory
+  EXPECT_EQ(validateError(bad), "step 1 (double_node): a check step's result must be an arena buffer of 3 i64");
+  bad = p;
+  bad.steps[0].gpuMapping = static_cast<GpuMapping>(7);
+  EXPECT_EQ(validateError(bad), "step 0 (add_node): unknown GPU mapping 7");
 
   // The same checks apply to serialized bytes.
   bad = p;
