@@ -85,17 +85,17 @@ struct Program {
 // marks the plan as a cuda plan and records each kernel step's thread mapping for its launch.
 Status compileCudaKernels(Program& program, const CompileOptions& options) {
   NNC_ASSIGN_OR_RETURN(codegen::cuda::CudaSource source, codegen::cuda::emitCudaSource(program.lowered.kernels));
-  std::map<std::string, codegen::cuda::ThreadMapping> mappings;
-  for (const codegen::cuda::EmittedKernel& k : source.kernels) mappings[k.name] = k.mapping;
+  std::map<std::string, rt::GpuMapping> mappings;
+  for (const codegen::cuda::EmittedKernel& k : source.kernels) mappings[k.name] = k.gpuMapping;
   rt::Plan& plan = program.lowered.plan;
   plan.target = rt::Target::Cuda;
   for (rt::Step& step : plan.steps) {
     if (step.kind != rt::StepKind::Kernel) continue;
     auto it = mappings.find(step.name);
     NNC_CHECK(it != mappings.end(), "kernel step without an emitted kernel");
-    step.gpuMapping = it->second == codegen::cuda::ThreadMapping::WarpPerPoint ? rt::GpuMapping::WarpPerPoint
-                                                                              : rt::GpuMapping::ThreadPerPoint;
+    step.gpuMapping = it->second;  // the launch grid follows from it (runtime/cuda/launch_dims.h)
   }
+  program.report.plan = rt::printPlan(plan);
   program.report.cudaSource = std::move(source.code);
   if (program.lowered.kernels.empty()) return Status::ok();  // host builtins only: no module
   codegen::cuda::NvrtcOptions nvrtc;
@@ -130,6 +130,7 @@ Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
   program.report.weightBytes = program.lowered.weights.size();
   for (const rt::Step& step : program.lowered.plan.steps)
     for (int32_t b : step.args) program.report.bytesMoved += program.lowered.plan.buffers[b].size;
+  program.report.plan = rt::printPlan(program.lowered.plan);
 #if NNC_HAVE_CUDA
   if (options.target == "cuda") {
     NNC_RETURN_IF_ERROR(compileCudaKernels(program, options));

@@ -32,6 +32,7 @@ struct CompileReport {
   std::string irBefore;       // --emit=ir
   std::string irAfter;        // --emit=fused-ir
   std::string kernelIr;       // every kernel's kernel IR
+  std::string plan;           // --emit=plan: rt::printPlan of the final plan (target mappings included)
   std::string llvmIr;         // --emit=llvm (after optimisation)
   std::string cudaSource;     // --emit=cuda (target cuda): the kernels' CUDA C++ translation unit
   std::string ptx;            // --emit=ptx (target cuda): NVRTC's PTX for gpuArch

@@ -1,6 +1,7 @@
-// kir::Kernel -> CUDA C++: the thread mapping (grid-stride threads or warps over the outer domain),
-// reductions split over lanes and combined with shuffles, stores, and expression DAGs emitted once
-// per scope as typed SSA temporaries (`const float t12 = ...;`).
+// kir::Kernel -> CUDA C++: the thread mapping (grid-stride threads, vectors of points, warps or blocks
+// over the outer domain), reductions split over lanes/threads and combined with shuffles (and shared
+// memory across warps), stores, and expression DAGs emitted once per scope as typed SSA temporaries
+// (`const float t12 = ...;`).
 //
 // Memoisation mirrors the CPU backend (codegen/llvm/kernel_lowering.cpp): a stack of ExprId -> name
 // maps, one per open C scope. A temporary declared inside a scope is only visible while that scope
@@ -55,9 +56,170 @@ std::string signature(const kir::Kernel& k) {
   return s + "i64 begin, i64 end)";
 }
 
+// --- the vectorisation analysis (see vectorWidth() in the header)
+
+// An index expression as a function of the innermost outer variable x: `coeff * x + base`, where
+// base does not depend on x and is known modulo the vector width when modKnown. Not affine: any
+// other dependence on x (division, clamping, a gather through a load, ...).
+struct Affine {
+  bool affine = true;
+  int64_t coeff = 0;
+  bool modKnown = false;
+  int64_t mod = 0;  // base mod width, in [0, width)
+};
+
+struct VectorPlan {
+  int width = 1;                // 1: not vectorised
+  ExprId innerVar = kir::kNoExpr;
+  std::vector<char> variant;    // per expr: depends on innerVar
+  std::vector<char> reachable;  // per expr: reachable from a store's index or value
+  std::vector<ExprId> vectorLoads;  // Load exprs done as one vector load per thread, in id order
+};
+
+VectorPlan analyseVector(const kir::Kernel& k) {
+  VectorPlan plan;
+  if (!k.reductions.empty() || k.stores.empty() || k.outer.extents.empty()) return plan;
+  for (const kir::Store& s : k.stores)
+    if (s.perInner) return plan;
+  // The innermost dimension that varies; the ones after it have extent 1 (their vars are 0).
+  const std::vector<int64_t>& ext = k.outer.extents;
+  int inner = static_cast<int>(ext.size()) - 1;
+  while (inner >= 0 && ext[inner] == 1) --inner;
+  if (inner < 0) return plan;
+  const size_t n = k.exprs.size();
+  std::vector<char> zeroVar(n, 0);
+  for (size_t d = inner + 1; d < ext.size(); ++d) zeroVar[k.outer.vars[d]] = 1;
+  const ExprId x = k.outer.vars[inner];
+
+  // The forward passes below need operands before their users (KernelBuilder guarantees it).
+  for (size_t e = 0; e < n; ++e) {
+    const kir::ExprNode& node = k.exprs[e];
+    for (ExprId o : {node.a, node.b, node.c})
+      if (o != kir::kNoExpr && (o < 0 || static_cast<size_t>(o) >= e)) return plan;
+  }
+  std::vector<char> reachable(n, 0), variant(n, 0);
+  for (const kir::Store& s : k.stores) reachable[s.index] = reachable[s.value] = 1;
+  for (size_t e = n; e-- > 0;) {
+    if (!reachable[e]) continue;
+    const kir::ExprNode& node = k.exprs[e];
+    for (ExprId o : {node.a, node.b, node.c})
+      if (o != kir::kNoExpr) reachable[o] = 1;
+  }
+  for (size_t e = 0; e < n; ++e) {
+    const kir::ExprNode& node = k.exprs[e];
+    variant[e] = static_cast<ExprId>(e) == x;
+    for (ExprId o : {node.a, node.b, node.c})
+      if (o != kir::kNoExpr && variant[o]) variant[e] = 1;
+  }
+
+  // The width: 16 bytes of the widest element moved per lane-varying access.
+  size_t widest = 0;
+  for (const kir::Store& s : k.stores) widest = std::max(widest, dtypeSize(k.params[s.slot].dtype));
+  for (size_t e = 0; e < n; ++e) {
+    const kir::ExprNode& node = k.exprs[e];
+    if (!reachable[e] || node.op != ExprOp::Load) continue;
+    if (k.params[node.slot].isOutput) return plan;  // a kernel reading its own output stays scalar
+    if (variant[node.a]) widest = std::max(widest, dtypeSize(k.params[node.slot].dtype));
+  }
+  if (widest == 0 || widest > 16) return plan;
+  const int64_t width = static_cast<int64_t>(16 / widest);
+  if (width < 2 || ext[inner] % width != 0) return plan;
+
+  auto modW = [&](int64_t v) { return ((v % width) + width) % width; };
+  std::vector<Affine> aff(n);
+  for (size_t e = 0; e < n; ++e) {
+    if (!reachable[e]) continue;
+    const kir::ExprNode& node = k.exprs[e];
+    Affine& r = aff[e];
+    const bool integer = isInteger(node.dtype);
+    if (static_cast<ExprId>(e) == x) {
+      r.coeff = 1;
+      r.modKnown = true;
+      continue;
+    }
+    if (node.op == ExprOp::Var && zeroVar[e]) {
+      r.modKnown = true;
+      continue;
+    }
+    if (node.op == ExprOp::Const) {
+      r.modKnown = integer;
+      r.mod = integer ? modW(node.ival) : 0;
+      continue;
+    }
+    const Affine* a = node.a != kir::kNoExpr ? &aff[node.a] : nullptr;
+    const Affine* b = node.b != kir::kNoExpr ? &aff[node.b] : nullptr;
+    const bool arith = integer && a && b && a->affine && b->affine;
+    switch (arith ? node.op : ExprOp::Const) {
+      case ExprOp::Add:
+      case ExprOp::Sub: {
+        const int64_t sign = node.op == ExprOp::Add ? 1 : -1;
+        r.coeff = a->coeff + sign * b->coeff;
+        r.modKnown = a->modKnown && b->modKnown;
+        r.mod = r.modKnown ? modW(a->mod + sign * b->mod) : 0;
+        break;
+      }
+      case ExprOp::Mul: {
+        // coeff * x needs a constant factor; the base's residue is known when both residues are,
+        // or when either is 0 (a stride that is a multiple of the width).
+        const kir::ExprNode& na = k.exprs[node.a];
+        const kir::ExprNode& nb = k.exprs[node.b];
+        if (a->coeff != 0 && b->coeff != 0) {
+          r.affine = false;
+          break;
+        }
+        if (a->coeff != 0 || b->coeff != 0) {
+          const kir::ExprNode& factor = a->coeff != 0 ? nb : na;
+          if (factor.op != ExprOp::Const) {
+            r.affine = false;
+            break;
+          }
+          r.coeff = (a->coeff != 0 ? a->coeff : b->coeff) * factor.ival;
+        }
+        r.modKnown = (a->modKnown && b->modKnown) || (a->modKnown && a->mod == 0) || (b->modKnown && b->mod == 0);
+        r.mod = (a->modKnown && b->modKnown) ? modW(a->mod * b->mod) : 0;
+        break;
+      }
+      default:
+        // Anything else: invariant with an unknown residue, or a non-affine use of x.
+        r.affine = !variant[e];
+        break;
+    }
+    if (integer && node.op == ExprOp::Neg && a && a->affine) {
+      r.affine = true;
+      r.coeff = -a->coeff;
+      r.modKnown = a->modKnown;
+      r.mod = a->modKnown ? modW(-a->mod) : 0;
+    }
+  }
+
+  // Stores: unit stride from an aligned base (one vector store each). Loads: invariant, or unit
+  // stride (a vector load when the base is aligned, else a scalar load per lane).
+  for (const kir::Store& s : k.stores) {
+    const Affine& a = aff[s.index];
+    if (!a.affine || a.coeff != 1 || !a.modKnown || a.mod != 0) return plan;
+  }
+  std::vector<ExprId> vectorLoads;
+  for (size_t e = 0; e < n; ++e) {
+    const kir::ExprNode& node = k.exprs[e];
+    if (!reachable[e] || node.op != ExprOp::Load || !variant[node.a]) continue;
+    const Affine& a = aff[node.a];
+    if (!a.affine || a.coeff != 1) return plan;
+    if (a.modKnown && a.mod == 0) vectorLoads.push_back(static_cast<ExprId>(e));
+  }
+  plan.width = static_cast<int>(width);
+  plan.innerVar = x;
+  plan.variant = std::move(variant);
+  plan.reachable = std::move(reachable);
+  plan.vectorLoads = std::move(vectorLoads);
+  return plan;
+}
+
+// How the threads of a launch share one outer point's work.
+enum class Unit : uint8_t { Thread, Warp, Block };
+
 class KernelEmitter {
  public:
-  KernelEmitter(const kir::Kernel& k, SourceWriter& w) : k_(k), w_(w), mapping_(threadMapping(k)) {}
+  KernelEmitter(const kir::Kernel& k, SourceWriter& w) : k_(k), w_(w), mapping_(chooseMapping(k)) {}
 
   Status run() {
     w_.open(signature(k_));
@@ -67,18 +229,32 @@ class KernelEmitter {
               std::to_string(p.numel) + "]" + (p.isOutput ? ", output" : ""));
     }
     scopes_.emplace_back();
-    if (mapping_ == ThreadMapping::ThreadPerPoint) {
-      openScope("for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
-                "f += (i64)gridDim.x * blockDim.x)");
-    } else {
-      w_.line("const int lane = threadIdx.x & 31;");
-      w_.line("const i64 warpsPerBlock = blockDim.x >> 5;");
-      openScope("for (i64 f = begin + (i64)blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); f < end; "
-                "f += (i64)gridDim.x * warpsPerBlock)");
+    switch (mapping_.mapping) {
+      case ThreadMapping::ThreadPerPoint: emitThreadPerPoint(); break;
+      case ThreadMapping::ThreadPerVector: emitThreadPerVector(); break;
+      case ThreadMapping::WarpPerPoint:
+        unit_ = Unit::Warp;
+        w_.line("const int lane = threadIdx.x & 31;");
+        w_.line("const i64 warpsPerBlock = blockDim.x >> 5;");
+        openScope("for (i64 f = begin + (i64)blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); f < end; "
+                  "f += (i64)gridDim.x * warpsPerBlock)");
+        bindFlatIndex("f", k_.outer);
+        emitPoint();
+        closeScope();
+        break;
+      case ThreadMapping::BlockPerPoint:
+        unit_ = Unit::Block;
+        emitSharedDeclarations();
+        w_.line("const int lane = threadIdx.x & 31;");
+        w_.line("const int warp = threadIdx.x >> 5;");
+        w_.line("const int warps = blockDim.x >> 5;");
+        // f is uniform over the block, so every thread reaches the same __syncthreads().
+        openScope("for (i64 f = begin + (i64)blockIdx.x; f < end; f += (i64)gridDim.x)");
+        bindFlatIndex("f", k_.outer);
+        emitPoint();
+        closeScope();
+        break;
     }
-    bindFlatIndex("f", k_.outer);
-    emitPoint();
-    closeScope();
     scopes_.pop_back();
     w_.close();
     if (!error_.empty()) return Status::error("kernel '" + k_.name + "': " + error_);
@@ -93,6 +269,96 @@ class KernelEmitter {
   void closeScope() {
     scopes_.pop_back();
     w_.close();
+  }
+
+  // A thread per outer point (grid-stride); also the scalar fallback of the vectorised kernels.
+  void emitThreadPerPoint() {
+    unit_ = Unit::Thread;
+    openScope("for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+              "f += (i64)gridDim.x * blockDim.x)");
+    bindFlatIndex("f", k_.outer);
+    emitPoint();
+    closeScope();
+  }
+
+  // A thread per vector of W consecutive points of one row (W divides the row, so a vector never
+  // crosses rows): values invariant along the row once, vector loads, the scalar expression code per
+  // lane in an unrolled loop (registers after unrolling), vector stores. The alignment test is
+  // uniform over the launch; when it fails the launch runs the thread-per-point code instead.
+  void emitThreadPerVector() {
+    const VectorPlan plan = analyseVector(k_);
+    NNC_CHECK(plan.width == mapping_.vectorWidth, "kernel '" + k_.name + "': vector plan changed");
+    const std::string W = std::to_string(plan.width);
+    std::set<int> vectorSlots;
+    for (const kir::Store& s : k_.stores) vectorSlots.insert(s.slot);
+    for (ExprId e : plan.vectorLoads) vectorSlots.insert(k_.expr(e).slot);
+    std::string misalignment;
+    for (int slot : vectorSlots) {
+      const size_t bytes = static_cast<size_t>(plan.width) * dtypeSize(k_.params[slot].dtype);
+      misalignment += std::string(misalignment.empty() ? "" : " | ") + "((u64)" + paramName(slot) + " & " +
+                      std::to_string(bytes - 1) + "u)";
+    }
+    w_.line("// " + W + " points per thread with vector accesses when every vector-accessed pointer is aligned");
+    w_.line("// to its vector and begin/end are multiples of " + W + "; otherwise one point per thread.");
+    w_.line("const bool vectorised = (" + misalignment + ") == 0 && begin % " + W + " == 0 && end % " + W +
+            " == 0;");
+    w_.open("if (!vectorised)");
+    emitThreadPerPoint();
+    w_.line("return;");
+    w_.close();
+
+    unit_ = Unit::Thread;
+    openScope("for (i64 g = begin / " + W + " + (i64)blockIdx.x * blockDim.x + threadIdx.x; g < end / " + W +
+              "; g += (i64)gridDim.x * blockDim.x)");
+    w_.line("const i64 f = g * " + W + ";");
+    bindFlatIndex("f", k_.outer);
+    const std::string x0 = value(plan.innerVar);  // x at lane 0 (a multiple of W)
+    // Values that do not depend on x: once per vector (broadcast loads are loaded once).
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const kir::ExprNode& n = k_.exprs[e];
+      if (plan.reachable[e] && !plan.variant[e] && n.op != ExprOp::Const && n.op != ExprOp::Var)
+        value(static_cast<ExprId>(e));
+    }
+    // The lane-0 indices of the vector accesses, in a memo scope of their own: what they compute
+    // for x at lane 0 must not be reused by the lanes.
+    scopes_.emplace_back();
+    std::vector<std::string> loadIndex, storeIndex;
+    for (ExprId e : plan.vectorLoads) loadIndex.push_back(value(k_.expr(e).a));
+    for (const kir::Store& s : k_.stores) storeIndex.push_back(value(s.index));
+    scopes_.pop_back();
+    auto vecType = [&](int slot) {
+      return "nnc_vec<" + std::string(storageTypeName(k_.params[slot].dtype)) + ", " + W + ">";
+    };
+    std::vector<std::string> loadNames, storeNames;
+    for (size_t i = 0; i < plan.vectorLoads.size(); ++i) {
+      const int slot = k_.expr(plan.vectorLoads[i]).slot;
+      loadNames.push_back(names_.fresh("ld"));
+      w_.line("const " + vecType(slot) + " " + loadNames.back() + " = *reinterpret_cast<const " + vecType(slot) +
+              "*>(" + paramName(slot) + " + " + loadIndex[i] + ");");
+    }
+    for (const kir::Store& s : k_.stores) {
+      storeNames.push_back(names_.fresh("st"));
+      w_.line(vecType(s.slot) + " " + storeNames.back() + ";");
+    }
+    w_.line("#pragma unroll");
+    openScope("for (int ln = 0; ln < " + W + "; ++ln)");
+    bind(plan.innerVar, "(" + x0 + " + ln)");  // inline: lanes that only use vector loads never need it
+    for (size_t i = 0; i < plan.vectorLoads.size(); ++i) {
+      const int slot = k_.expr(plan.vectorLoads[i]).slot;
+      bind(plan.vectorLoads[i], fromStorage(loadNames[i] + ".v[ln]", k_.params[slot].dtype));
+    }
+    for (size_t i = 0; i < k_.stores.size(); ++i) {
+      const kir::Store& s = k_.stores[i];
+      const std::string v = value(s.value);
+      w_.line(storeNames[i] + ".v[ln] = " + toStorage(v, k_.expr(s.value).dtype, k_.params[s.slot].dtype) + ";");
+    }
+    closeScope();
+    for (size_t i = 0; i < k_.stores.size(); ++i) {
+      const int slot = k_.stores[i].slot;
+      w_.line("*reinterpret_cast<" + vecType(slot) + "*>(" + paramName(slot) + " + " + storeIndex[i] +
+              ") = " + storeNames[i] + ";");
+    }
+    closeScope();
   }
 
   // Binds the vars of `loop` from the flat index named `flat` (row-major; extent-1 dims are 0).
@@ -149,10 +415,17 @@ class KernelEmitter {
     closeScope();
   }
 
-  // for (j = lane; j < size; j += 32) over the flat index of `loop`, binding its vars.
-  void emitLaneLoop(const kir::Loop& loop, const std::string& j, const std::function<void()>& body) {
-    openScope("for (i64 " + j + " = lane; " + j + " < " + intLiteral(DType::I64, loop.size()) + "; " + j +
-              " += 32)");
+  // The flat index j of `loop` split over the unit's threads (j = lane, lane + 32, ... for a warp;
+  // threadIdx.x, + blockDim.x, ... for a block; 0, 1, ... for a thread), binding its vars.
+  void emitSplitLoop(const kir::Loop& loop, const std::string& j, const std::function<void()>& body) {
+    const std::string size = intLiteral(DType::I64, loop.size());
+    switch (unit_) {
+      case Unit::Thread: openScope("for (i64 " + j + " = 0; " + j + " < " + size + "; ++" + j + ")"); break;
+      case Unit::Warp: openScope("for (i64 " + j + " = lane; " + j + " < " + size + "; " + j + " += 32)"); break;
+      case Unit::Block:
+        openScope("for (i64 " + j + " = threadIdx.x; " + j + " < " + size + "; " + j + " += blockDim.x)");
+        break;
+    }
     bindFlatIndex(j, loop);
     body();
     closeScope();
@@ -163,20 +436,21 @@ class KernelEmitter {
     for (size_t r = 0; r < k_.reductions.size(); ++r) reduced_[r] = emitReduction(k_.reductions[r], r);
     bool anyOuter = false, anyInner = false;
     for (const kir::Store& s : k_.stores) (s.perInner ? anyInner : anyOuter) = true;
-    const bool warp = mapping_ == ThreadMapping::WarpPerPoint;
     if (anyOuter) {
-      if (warp) openScope("if (lane == 0)");
+      // One thread of the warp/block stores (all of them hold the same reduction results).
+      if (unit_ == Unit::Warp) openScope("if (lane == 0)");
+      if (unit_ == Unit::Block) openScope("if (threadIdx.x == 0)");
       for (const kir::Store& s : k_.stores)
         if (!s.perInner) emitStore(s);
-      if (warp) closeScope();
+      if (unit_ != Unit::Thread) closeScope();
     }
     if (!anyInner) return;
     auto innerStores = [&] {
       for (const kir::Store& s : k_.stores)
         if (s.perInner) emitStore(s);
     };
-    if (warp) emitLaneLoop(k_.inner, names_.fresh("j"), innerStores);
-    else emitLoopNest(k_.inner, 0, innerStores);
+    if (unit_ == Unit::Thread) emitLoopNest(k_.inner, 0, innerStores);
+    else emitSplitLoop(k_.inner, names_.fresh("j"), innerStores);
   }
 
   // --- reductions
@@ -230,33 +504,61 @@ class KernelEmitter {
     }
   }
 
-  // Emits reduction `number` over the lanes of the warp; returns the name of its result (equal in
-  // every lane).
+  static bool isArg(ReduceOp op) { return op == ReduceOp::ArgMax || op == ReduceOp::ArgMin; }
+
+  // BlockPerPoint: per-warp partial results of each reduction meet in shared memory (32 slots: at
+  // most 1024 threads per block).
+  void emitSharedDeclarations() {
+    for (size_t r = 0; r < k_.reductions.size(); ++r) {
+      const kir::Reduction& red = k_.reductions[r];
+      if (red.loop.size() == 0) continue;
+      const std::string n = std::to_string(r);
+      w_.line(std::string("__shared__ ") + valueTypeName(k_.expr(red.body).dtype) + " smem" + n + "[32];");
+      if (isArg(red.op)) {
+        w_.line("__shared__ bool smemOk" + n + "[32];");
+        w_.line("__shared__ i64 smemIdx" + n + "[32];");
+      }
+    }
+  }
+
+  // Emits reduction `number` over the unit's threads; returns the name of its result (equal in
+  // every thread of the unit).
   std::string emitReduction(const kir::Reduction& r, size_t number) {
     const DType t = k_.expr(r.body).dtype;
     const std::string tn = valueTypeName(t);
     const std::string n = std::to_string(number);
     const std::string result = "red" + n;
-    const bool isArg = r.op == ReduceOp::ArgMax || r.op == ReduceOp::ArgMin;
     w_.line("// reduction " + n + ": " + kir::reduceOpName(r.op) + " over " + std::to_string(r.loop.size()) +
             " elements" + (r.selectLastIndex ? " (last index on ties)" : ""));
     if (r.loop.size() == 0) {
-      w_.line(std::string("const ") + (isArg ? "i64" : tn) + " " + result + " = " +
-              (isArg ? intLiteral(DType::I64, 0) : emptyResult(r.op, t)) + ";");
+      w_.line(std::string("const ") + (isArg(r.op) ? "i64" : tn) + " " + result + " = " +
+              (isArg(r.op) ? intLiteral(DType::I64, 0) : emptyResult(r.op, t)) + ";");
       return result;
     }
     const std::string acc = "acc" + n, j = "j" + n;
-    if (!isArg) {
+    if (!isArg(r.op)) {
       w_.line(tn + " " + acc + " = " + identity(r.op, t) + ";");
-      emitLaneLoop(r.loop, j, [&] { w_.line(acc + " = " + combine(r.op, t, acc, value(r.body)) + ";"); });
-      openScope("for (int m = 16; m > 0; m >>= 1)");
-      w_.line(acc + " = " + combine(r.op, t, acc, "nnc_shfl(" + acc + ", m)") + ";");
-      closeScope();
+      emitSplitLoop(r.loop, j, [&] { w_.line(acc + " = " + combine(r.op, t, acc, value(r.body)) + ";"); });
+      if (unit_ != Unit::Thread) {
+        openScope("for (int m = 16; m > 0; m >>= 1)");
+        w_.line(acc + " = " + combine(r.op, t, acc, "nnc_shfl(" + acc + ", m)") + ";");
+        closeScope();
+      }
+      if (unit_ == Unit::Block) {
+        // Every thread folds the warps' partials in warp order: the same value everywhere.
+        const std::string sm = "smem" + n;
+        w_.line("if (lane == 0) " + sm + "[warp] = " + acc + ";");
+        w_.line("__syncthreads();");
+        w_.line(acc + " = " + sm + "[0];");
+        w_.line("for (int w = 1; w < warps; ++w) " + acc + " = " + combine(r.op, t, acc, sm + "[w]") + ";");
+        w_.line("__syncthreads();  // " + sm + " is rewritten for the next point");
+      }
       w_.line("const " + tn + " " + result + " = " + acc + ";");
       return result;
     }
-    // ArgMax/ArgMin: each lane scans its elements in order, then the lanes exchange (ok, value,
-    // index) triples; nnc_arg_takes encodes the interpreter's tie and NaN rules.
+    // ArgMax/ArgMin: each thread scans its elements in order, then the partial results meet as
+    // (ok, value, index) triples; nnc_arg_takes encodes the interpreter's tie and NaN rules as a
+    // total order, so the order of combination does not change the answer.
     const std::string ok = "ok" + n, idx = "idx" + n;
     const std::string takes = std::string("nnc_arg_takes<") + tn + ", " +
                               (r.op == ReduceOp::ArgMax ? "true" : "false") + ", " +
@@ -264,7 +566,7 @@ class KernelEmitter {
     w_.line("bool " + ok + " = false;");
     w_.line(tn + " " + acc + " = " + identity(r.op, t) + ";");
     w_.line("i64 " + idx + " = 0;");
-    emitLaneLoop(r.loop, j, [&] {
+    emitSplitLoop(r.loop, j, [&] {
       const std::string v = value(r.body);
       openScope("if (" + takes + "(" + ok + ", " + acc + ", " + idx + ", true, " + v + ", " + j + "))");
       w_.line(ok + " = true;");
@@ -272,16 +574,38 @@ class KernelEmitter {
       w_.line(idx + " = " + j + ";");
       closeScope();
     });
-    openScope("for (int m = 16; m > 0; m >>= 1)");
-    w_.line("const bool okOther = nnc_shfl(" + ok + ", m);");
-    w_.line("const " + tn + " accOther = nnc_shfl(" + acc + ", m);");
-    w_.line("const i64 idxOther = nnc_shfl(" + idx + ", m);");
-    openScope("if (" + takes + "(" + ok + ", " + acc + ", " + idx + ", okOther, accOther, idxOther))");
-    w_.line(ok + " = true;");
-    w_.line(acc + " = accOther;");
-    w_.line(idx + " = idxOther;");
-    closeScope();
-    closeScope();
+    auto takeOther = [&](const std::string& okOther, const std::string& accOther, const std::string& idxOther) {
+      openScope("if (" + takes + "(" + ok + ", " + acc + ", " + idx + ", " + okOther + ", " + accOther + ", " +
+                idxOther + "))");
+      w_.line(ok + " = true;");
+      w_.line(acc + " = " + accOther + ";");
+      w_.line(idx + " = " + idxOther + ";");
+      closeScope();
+    };
+    if (unit_ != Unit::Thread) {
+      openScope("for (int m = 16; m > 0; m >>= 1)");
+      w_.line("const bool okOther = nnc_shfl(" + ok + ", m);");
+      w_.line("const " + tn + " accOther = nnc_shfl(" + acc + ", m);");
+      w_.line("const i64 idxOther = nnc_shfl(" + idx + ", m);");
+      takeOther("okOther", "accOther", "idxOther");
+      closeScope();
+    }
+    if (unit_ == Unit::Block) {
+      const std::string sm = "smem" + n, smOk = "smemOk" + n, smIdx = "smemIdx" + n;
+      openScope("if (lane == 0)");
+      w_.line(smOk + "[warp] = " + ok + ";");
+      w_.line(sm + "[warp] = " + acc + ";");
+      w_.line(smIdx + "[warp] = " + idx + ";");
+      closeScope();
+      w_.line("__syncthreads();");
+      w_.line(ok + " = " + smOk + "[0];");
+      w_.line(acc + " = " + sm + "[0];");
+      w_.line(idx + " = " + smIdx + "[0];");
+      openScope("for (int w = 1; w < warps; ++w)");
+      takeOther(smOk + "[w]", sm + "[w]", smIdx + "[w]");
+      closeScope();
+      w_.line("__syncthreads();  // " + sm + " is rewritten for the next point");
+    }
     w_.line("const i64 " + result + " = " + idx + ";");
     return result;
   }
@@ -346,7 +670,8 @@ class KernelEmitter {
 
   const kir::Kernel& k_;
   SourceWriter& w_;
-  ThreadMapping mapping_;
+  KernelMapping mapping_;
+  Unit unit_ = Unit::Thread;
   NameAllocator names_;
   std::vector<std::unordered_map<ExprId, std::string>> scopes_;
   std::vector<std::string> reduced_;
@@ -355,17 +680,69 @@ class KernelEmitter {
 
 }  // namespace
 
-ThreadMapping threadMapping(const kir::Kernel& kernel) {
-  return kernel.reductions.empty() ? ThreadMapping::ThreadPerPoint : ThreadMapping::WarpPerPoint;
+int vectorWidth(const kir::Kernel& kernel) { return analyseVector(kernel).width; }
+
+KernelMapping chooseMapping(const kir::Kernel& kernel) {
+  KernelMapping m;
+  if (kernel.reductions.empty()) {
+    m.vectorWidth = vectorWidth(kernel);
+    m.mapping = m.vectorWidth > 1 ? ThreadMapping::ThreadPerVector : ThreadMapping::ThreadPerPoint;
+    return m;
+  }
+  int64_t largest = 0;
+  for (const kir::Reduction& r : kernel.reductions) largest = std::max(largest, r.loop.size());
+  int64_t innerWork = 0;
+  for (const kir::Store& s : kernel.stores)
+    if (s.perInner) innerWork = kernel.inner.size();
+  const int64_t points = kernel.outer.size();
+  // Tiny loops would leave most lanes of a warp idle: a thread per point, when there are enough
+  // points to fill the GPU that way.
+  if (std::max(largest, innerWork) <= kTinyReduction && points >= kManyPoints) {
+    m.mapping = ThreadMapping::ThreadPerPoint;
+  } else if (largest >= kLargeReduction && points < kFewPoints) {
+    // Few long rows: a warp per row would leave SMs idle (fewer than ~16 warps per SM of an H100);
+    // a block per row has each thread still folding >= 16 elements.
+    m.mapping = ThreadMapping::BlockPerPoint;
+  } else {
+    m.mapping = ThreadMapping::WarpPerPoint;
+  }
+  return m;
 }
 
-LaunchDims launchDims(ThreadMapping mapping, int64_t points) {
-  const rt::cuda::LaunchShape s = rt::cuda::launchShape(
-      mapping == ThreadMapping::ThreadPerPoint ? rt::GpuMapping::ThreadPerPoint : rt::GpuMapping::WarpPerPoint, points);
+ThreadMapping threadMapping(const kir::Kernel& kernel) { return chooseMapping(kernel).mapping; }
+
+rt::GpuMapping planMapping(const KernelMapping& m) {
+  switch (m.mapping) {
+    case ThreadMapping::ThreadPerPoint: return rt::GpuMapping::ThreadPerPoint;
+    case ThreadMapping::WarpPerPoint: return rt::GpuMapping::WarpPerPoint;
+    case ThreadMapping::BlockPerPoint: return rt::GpuMapping::BlockPerPoint;
+    case ThreadMapping::ThreadPerVector:
+      switch (m.vectorWidth) {
+        case 2: return rt::GpuMapping::ThreadPerVector2;
+        case 4: return rt::GpuMapping::ThreadPerVector4;
+        case 8: return rt::GpuMapping::ThreadPerVector8;
+        case 16: return rt::GpuMapping::ThreadPerVector16;
+        default: break;
+      }
+      break;
+  }
+  NNC_CHECK(false, "cuda backend: no plan mapping for vector width " + std::to_string(m.vectorWidth));
+  return rt::GpuMapping::ThreadPerPoint;
+}
+
+LaunchDims launchDims(const KernelMapping& m, int64_t points) {
+  const rt::cuda::LaunchShape s = rt::cuda::launchShape(planMapping(m), points);
   LaunchDims d;
   d.blockX = s.blockX;
   d.gridX = s.gridX;
   return d;
+}
+
+LaunchDims launchDims(ThreadMapping mapping, int64_t points, int vectorWidth) {
+  KernelMapping m;
+  m.mapping = mapping;
+  m.vectorWidth = vectorWidth;
+  return launchDims(m, points);
 }
 
 const char* preludeSource() { return kPreludeSource; }
@@ -383,7 +760,8 @@ Expected<CudaSource> emitCudaSource(const std::vector<kir::Kernel>& kernels) {
     decls.line(signature(k) + ";");
     NNC_RETURN_IF_ERROR(KernelEmitter(k, defs).run());
     defs.line("");
-    out.kernels.push_back({k.name, threadMapping(k), k.outer.size()});
+    const KernelMapping m = chooseMapping(k);
+    out.kernels.push_back({k.name, m.mapping, k.outer.size(), m.vectorWidth, planMapping(m)});
   }
   out.code = std::string("// Generated by nnc's CUDA backend.\n") + kPreludeSource + "\n" + decls.text() + "\n" +
              defs.text();

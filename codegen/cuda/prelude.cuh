@@ -200,3 +200,11 @@ NNC_DEV bool nnc_arg_takes(bool oka, T va, i64 ia, bool okb, T vb, i64 ib) {
   if (kIsMax ? (va > vb) : (va < vb)) return false;
   return kSelectLast ? ib > ia : ib < ia;
 }
+
+// --- vectorised pointwise kernels: N consecutive elements moved as one access of sizeof(T) * N
+// bytes (16 for the widest type of a kernel; NVCC emits ld/st.global.v4 for an aligned 16-byte
+// struct). Only used on pointers the kernel has checked to be aligned to the struct.
+template <class T, int N>
+struct __align__(sizeof(T) * N) nnc_vec {
+  T v[N];
+};

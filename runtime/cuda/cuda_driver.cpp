@@ -56,6 +56,16 @@ Opened openOnce() {
   ok &= resolve(lib, "cuLaunchKernel", &a.cuLaunchKernel, &missing);
   ok &= resolve(lib, "cuGetErrorString", &a.cuGetErrorString, &missing);
   ok &= resolve(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
+  // Optional: without them the executor runs without CUDA Graphs.
+  std::string missingOptional;
+  if (!resolve(lib, "cuStreamBeginCapture_v2", &a.cuStreamBeginCapture, &missingOptional) ||
+      !resolve(lib, "cuStreamEndCapture", &a.cuStreamEndCapture, &missingOptional) ||
+      !resolve(lib, "cuGraphInstantiateWithFlags", &a.cuGraphInstantiateWithFlags, &missingOptional) ||
+      !resolve(lib, "cuGraphLaunch", &a.cuGraphLaunch, &missingOptional) ||
+      !resolve(lib, "cuGraphExecDestroy", &a.cuGraphExecDestroy, &missingOptional) ||
+      !resolve(lib, "cuGraphDestroy", &a.cuGraphDestroy, &missingOptional)) {
+    a.cuStreamBeginCapture = nullptr;  // hasGraphs() is false
+  }
   if (!ok) {
     o.why = "libcuda.so.1 lacks " + missing + " (driver too old?)";
     return o;  // the library stays open: harmless, and closing a half-used driver is not

@@ -18,6 +18,8 @@ using CUmodule = void*;
 using CUfunction = void*;
 using CUstream = void*;
 using CUdeviceptr = unsigned long long;
+using CUgraph = void*;
+using CUgraphExec = void*;
 
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorOutOfMemory = 2;
@@ -25,6 +27,9 @@ constexpr CUresult kCudaErrorNoDevice = 100;
 constexpr int kAttrComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: a capture restricts only the capturing thread's API calls, so
+// other threads (other model handles) may allocate while a plan is being captured.
+constexpr int kStreamCaptureModeThreadLocal = 1;
 
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
@@ -52,6 +57,18 @@ struct DriverApi {
                              CUstream, void**, void**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuGetErrorName)(CUresult, const char**);
+  // CUDA Graphs (optional: null when the driver lacks one of them, and the executor then launches
+  // kernels one by one). cuGraphInstantiateWithFlags needs a CUDA 11.4 driver.
+  CUresult (*cuStreamBeginCapture)(CUstream, int);  // _v2; int: CUstreamCaptureMode
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  bool hasGraphs() const {
+    return cuStreamBeginCapture && cuStreamEndCapture && cuGraphInstantiateWithFlags && cuGraphLaunch &&
+           cuGraphExecDestroy && cuGraphDestroy;
+  }
 };
 
 // The driver, opened and cuInit'ed once per process (never closed: unloading libcuda while a

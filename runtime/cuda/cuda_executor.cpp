@@ -1,5 +1,6 @@
 // The CUDA executor (see cuda_executor.h): device memory from the plan, kernels from the embedded
-// module, launches on one stream, and every driver call checked.
+// module, launches on one stream (replayed from CUDA graphs where possible), and every driver call
+// checked.
 #include "runtime/cuda/cuda_executor.h"
 
 #include <cstddef>
@@ -65,6 +66,12 @@ bool syncEachStep() {
   return env && env[0] == '1';
 }
 
+// CUDA Graphs are on unless NNC_CUDA_GRAPHS=0.
+bool graphsRequested() {
+  const char* env = std::getenv("NNC_CUDA_GRAPHS");
+  return !(env && env[0] == '0' && env[1] == '\0');
+}
+
 class CudaExecutor final : public DeviceExecutor {
  public:
   ~CudaExecutor() override { release(); }
@@ -75,6 +82,10 @@ class CudaExecutor final : public DeviceExecutor {
   const Plan& plan() const override { return plan_; }
   nnc_status run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
                  std::string* error) override;
+  CudaRunStats stats() {
+    std::lock_guard<std::mutex> lock(runMutex_);
+    return stats_;
+  }
 
  private:
   // One plan step bound to the device: kernel steps launch `fn` over device pointers; builtin steps
@@ -86,6 +97,17 @@ class CudaExecutor final : public DeviceExecutor {
     BuiltinFn builtin = nullptr;
     std::vector<std::unique_ptr<uint8_t[]>> staging;  // builtin: host copy per slot (null: see hostPtrs)
     std::vector<void*> hostPtrs;                      // builtin: host pointer per slot (patched per run)
+  };
+
+  // A maximal run of kernel steps [first, end) between host builtins: what one CUDA graph holds.
+  // Every pointer its launches take is the executor's own device memory (arena, weights, and the
+  // input/output buffers the caller's data is copied into and out of outside the graph), so a graph
+  // captured once stays valid for every later run: there is nothing to re-capture.
+  struct Segment {
+    size_t first = 0, end = 0;
+    size_t launches = 0;          // steps with a non-empty outer domain
+    CUgraphExec exec = nullptr;   // instantiated on the segment's first run
+    bool captureFailed = false;   // then the segment launches kernel by kernel from now on
   };
 
   CudaExecutor() = default;
@@ -100,6 +122,9 @@ class CudaExecutor final : public DeviceExecutor {
   CUdeviceptr devicePointer(const BufferRef& b) const;
   Failure runSteps(const nnc_tensor* inputs, nnc_tensor* outputs);
   Failure runBuiltin(size_t index, const nnc_tensor* inputs);
+  Failure launchKernel(size_t index);
+  Failure runSegment(Segment& segment);
+  void captureSegment(Segment& segment);
   void release();
 
   const DriverApi* api_ = nullptr;
@@ -113,12 +138,26 @@ class CudaExecutor final : public DeviceExecutor {
   const uint8_t* hostWeights_ = nullptr;
   Plan plan_;
   std::vector<BoundStep> steps_;
+  std::vector<Segment> segments_;  // in step order
+  // Check steps (Step::check): their result in the arena, read back once per run after all steps.
+  // Kernels clamp every data-dependent index, so running past a failed check stays in bounds, and
+  // reading the results at the end keeps the checks inside the captured graphs.
+  struct CheckSlot {
+    size_t step = 0;
+    CUdeviceptr result = 0;
+  };
+  std::vector<CheckSlot> checks_;
+  std::vector<int64_t> checkResults_;  // kCheckResultSize per check
   bool syncEachStep_ = false;
+  CudaRunStats stats_;  // guarded by runMutex_
   std::mutex runMutex_;
 };
 
+// Device memory failures come back as CUDA_ERROR_OUT_OF_MEMORY (allocate()); host-side tables
+// throw std::bad_alloc instead, which the function-try-block turns into the same status (ex's
+// destructor has released whatever device memory was already allocated).
 Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImages& images,
-                             std::unique_ptr<CudaExecutor>* out) {
+                             std::unique_ptr<CudaExecutor>* out) try {
   std::string message;
   if (!validatePlan(plan, &message)) return failure(NNC_ERROR_INTERNAL, "invalid plan: " + message);
   if (plan.target != Target::Cuda)
@@ -139,10 +178,17 @@ Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImag
   ex->plan_ = std::move(plan);
   ex->hostWeights_ = weights;
   ex->syncEachStep_ = syncEachStep();
+  // Graph capture forbids the per-step synchronisation of NNC_CUDA_SYNC=1 (a debugging mode anyway).
+  if (!graphsRequested()) ex->stats_.graphsOffReason = "NNC_CUDA_GRAPHS=0";
+  else if (ex->syncEachStep_) ex->stats_.graphsOffReason = "NNC_CUDA_SYNC=1 synchronises after every step";
+  else if (!ex->api_->hasGraphs()) ex->stats_.graphsOffReason = "the CUDA driver lacks the graph API";
+  ex->stats_.graphsEnabled = ex->stats_.graphsOffReason.empty();
   if (Failure f = ex->open(anyKernel ? images : ModuleImages{})) return f;
   if (Failure f = ex->bind(weights)) return f;
   *out = std::move(ex);
   return {};
+} catch (const std::bad_alloc&) {
+  return failure(NNC_ERROR_OUT_OF_MEMORY, "out of memory creating the CUDA executor");
 }
 
 // Device, context, stream and module.
@@ -252,6 +298,7 @@ Failure CudaExecutor::bind(const uint8_t* weights) {
         return failure(NNC_ERROR_INTERNAL, prefix + describeError(a, r, "kernel '" + s.name + "' not in the module"));
       b.shape = launchShape(s.gpuMapping, s.outerSize);
       for (int32_t arg : s.args) b.devicePtrs.push_back(devicePointer(plan_.buffers[static_cast<size_t>(arg)]));
+      if (!s.check.empty()) checks_.push_back({i, b.devicePtrs.back()});  // validatePlan: an arena buffer
       continue;
     }
     b.builtin = findBuiltin(s.name);
@@ -273,6 +320,15 @@ Failure CudaExecutor::bind(const uint8_t* weights) {
       b.hostPtrs.push_back(hostPtr);
     }
   }
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    if (plan_.steps[i].kind != StepKind::Kernel) continue;
+    if (segments_.empty() || segments_.back().end != i) segments_.push_back(Segment{i, i});
+    Segment& seg = segments_.back();
+    seg.end = i + 1;
+    if (plan_.steps[i].outerSize > 0) ++seg.launches;
+  }
+  stats_.segments = static_cast<int64_t>(segments_.size());
+  checkResults_.assign(checks_.size() * kCheckResultSize, 0);
   return {};
 }
 
@@ -307,6 +363,78 @@ Failure CudaExecutor::runBuiltin(size_t index, const nnc_tensor* inputs) {
   return check(a.cuStreamSynchronize(stream_), prefix + "cuStreamSynchronize (after builtin '" + s.name + "')");
 }
 
+Failure CudaExecutor::launchKernel(size_t index) {
+  const DriverApi& a = *api_;
+  const Step& s = plan_.steps[index];
+  BoundStep& b = steps_[index];
+  if (s.outerSize == 0) return {};  // an empty tensor: nothing to compute
+  const std::string where = "step " + std::to_string(index) + " (" + s.origin + "): ";
+  // The emitted signature: one pointer per param slot, then i64 begin, i64 end. The driver copies
+  // the values at launch (and at capture), so these locals may go out of scope afterwards.
+  std::vector<CUdeviceptr> ptrs = b.devicePtrs;
+  int64_t begin = 0, end = s.outerSize;
+  std::vector<void*> args;
+  args.reserve(ptrs.size() + 2);
+  for (CUdeviceptr& p : ptrs) args.push_back(&p);
+  args.push_back(&begin);
+  args.push_back(&end);
+  CUresult r = a.cuLaunchKernel(b.fn, b.shape.gridX, 1, 1, b.shape.blockX, 1, 1, 0, stream_, args.data(), nullptr);
+  if (Failure f = check(r, where + "cuLaunchKernel '" + s.name + "'")) return f;
+  if (syncEachStep_)
+    if (Failure f = check(a.cuStreamSynchronize(stream_), where + "kernel '" + s.name + "'")) return f;
+  return {};
+}
+
+// Records the segment's launches into a graph (nothing runs while capturing) and instantiates it.
+// Any failure on the way leaves the segment to launch kernel by kernel, now and on later runs; the
+// plain launches then report whatever error there really is.
+void CudaExecutor::captureSegment(Segment& seg) {
+  const DriverApi& a = *api_;
+  seg.captureFailed = true;  // until the executable graph exists
+  if (a.cuStreamBeginCapture(stream_, kStreamCaptureModeThreadLocal) != kCudaSuccess) {
+    ++stats_.captureFailures;
+    return;
+  }
+  bool recorded = true;
+  for (size_t i = seg.first; i < seg.end && recorded; ++i) recorded = !launchKernel(i);
+  // Always ended, even after a failed launch: the stream must leave capture mode.
+  CUgraph graph = nullptr;
+  const CUresult ended = a.cuStreamEndCapture(stream_, &graph);
+  CUgraphExec exec = nullptr;
+  if (recorded && ended == kCudaSuccess && graph && a.cuGraphInstantiateWithFlags(&exec, graph, 0) == kCudaSuccess &&
+      exec) {
+    seg.exec = exec;
+    seg.captureFailed = false;
+    ++stats_.captures;
+  } else {
+    ++stats_.captureFailures;
+  }
+  if (graph) a.cuGraphDestroy(graph);  // the executable graph is independent of it
+}
+
+// Kernel steps [seg.first, seg.end): one graph launch when graphs are on (captured on the first run),
+// else launch by launch.
+Failure CudaExecutor::runSegment(Segment& seg) {
+  if (seg.launches == 0) return {};
+  if (stats_.graphsEnabled && !seg.exec && !seg.captureFailed) captureSegment(seg);
+  if (seg.exec) {
+    const CUresult r = api_->cuGraphLaunch(seg.exec, stream_);
+    if (r == kCudaSuccess) {
+      ++stats_.graphLaunches;
+      return {};
+    }
+    // The run fails like a failed kernel launch would; later runs do without this graph.
+    api_->cuGraphExecDestroy(seg.exec);
+    seg.exec = nullptr;
+    seg.captureFailed = true;
+    return check(r, "cuGraphLaunch (steps " + std::to_string(seg.first) + " to " + std::to_string(seg.end - 1) + ")");
+  }
+  ++stats_.plainSegmentRuns;
+  for (size_t i = seg.first; i < seg.end; ++i)
+    if (Failure f = launchKernel(i)) return f;
+  return {};
+}
+
 Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
   const DriverApi& a = *api_;
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
@@ -316,27 +444,19 @@ Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
                           "cuMemcpyHtoD (input " + std::to_string(i) + " '" + plan_.inputs[i].name + "')"))
       return f;
   }
-  for (size_t i = 0; i < plan_.steps.size(); ++i) {
-    const Step& s = plan_.steps[i];
-    BoundStep& b = steps_[i];
-    const std::string where = "step " + std::to_string(i) + " (" + s.origin + "): ";
-    if (b.builtin) {
+  // Host builtins in order between the segments of kernel steps.
+  size_t nextSegment = 0;
+  for (size_t i = 0; i < plan_.steps.size();) {
+    if (steps_[i].builtin) {
       if (Failure f = runBuiltin(i, inputs)) return f;
+      ++i;
       continue;
     }
-    if (s.outerSize == 0) continue;  // an empty tensor: nothing to compute
-    // The emitted signature: one pointer per param slot, then i64 begin, i64 end.
-    std::vector<CUdeviceptr> ptrs = b.devicePtrs;
-    int64_t begin = 0, end = s.outerSize;
-    std::vector<void*> args;
-    args.reserve(ptrs.size() + 2);
-    for (CUdeviceptr& p : ptrs) args.push_back(&p);
-    args.push_back(&begin);
-    args.push_back(&end);
-    CUresult r = a.cuLaunchKernel(b.fn, b.shape.gridX, 1, 1, b.shape.blockX, 1, 1, 0, stream_, args.data(), nullptr);
-    if (Failure f = check(r, where + "cuLaunchKernel '" + s.name + "'")) return f;
-    if (syncEachStep_)
-      if (Failure f = check(a.cuStreamSynchronize(stream_), where + "kernel '" + s.name + "'")) return f;
+    if (nextSegment >= segments_.size() || segments_[nextSegment].first != i)
+      return failure(NNC_ERROR_INTERNAL, "step " + std::to_string(i) + " is in no kernel segment");
+    Segment& seg = segments_[nextSegment++];
+    if (Failure f = runSegment(seg)) return f;
+    i = seg.end;
   }
   for (size_t i = 0; i < plan_.outputs.size(); ++i) {
     const uint64_t bytes = plan_.outputs[i].byteSize;
@@ -345,10 +465,25 @@ Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
                           "cuMemcpyDtoH (output " + std::to_string(i) + " '" + plan_.outputs[i].name + "')"))
       return f;
   }
+  for (size_t c = 0; c < checks_.size(); ++c) {
+    if (plan_.steps[checks_[c].step].outerSize == 0) continue;
+    if (Failure f = check(a.cuMemcpyDtoHAsync(&checkResults_[c * kCheckResultSize], checks_[c].result,
+                                              kCheckResultSize * sizeof(int64_t), stream_),
+                          "cuMemcpyDtoH (result of check step " + std::to_string(checks_[c].step) + ")"))
+      return f;
+  }
   // Kernel faults are asynchronous: they surface here, or at the first copy after them.
-  return check(a.cuStreamSynchronize(stream_),
-               syncEachStep_ ? std::string("cuStreamSynchronize")
-                             : std::string("running the kernels (NNC_CUDA_SYNC=1 names the failing step)"));
+  if (Failure f = check(a.cuStreamSynchronize(stream_),
+                        syncEachStep_ ? std::string("cuStreamSynchronize")
+                                      : std::string("running the kernels (NNC_CUDA_SYNC=1 names the failing step)")))
+    return f;
+  // The first violated contract in step order fails the run, as on the CPU.
+  for (size_t c = 0; c < checks_.size(); ++c) {
+    const int64_t* result = &checkResults_[c * kCheckResultSize];
+    if (result[kCheckViolations] != 0)
+      return failure(NNC_ERROR_RUNTIME, describeCheckFailure(plan_.steps[checks_[c].step].check, result));
+  }
+  return {};
 }
 
 nnc_status CudaExecutor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
@@ -372,6 +507,9 @@ void CudaExecutor::release() {
     ContextScope scope(*api_, context_);
     if (scope.result() == kCudaSuccess) {
       if (stream_) api_->cuStreamSynchronize(stream_);
+      for (Segment& seg : segments_)
+        if (seg.exec) api_->cuGraphExecDestroy(seg.exec);
+      segments_.clear();
       for (CUdeviceptr p : {arena_, io_, weights_})
         if (p) api_->cuMemFree(p);
       if (module_) api_->cuModuleUnload(module_);
@@ -407,6 +545,14 @@ nnc_model* createCudaModelHandle(Plan plan, const uint8_t* weights, std::shared_
   m->device = std::move(ex);
   if (status) *status = NNC_OK;
   return m.release();
+}
+
+bool cudaRunStats(const nnc_model* model, CudaRunStats* out) {
+  if (!model || !out) return false;
+  auto* ex = dynamic_cast<CudaExecutor*>(model->device.get());
+  if (!ex) return false;
+  *out = ex->stats();
+  return true;
 }
 
 bool cudaDeviceAvailable(std::string* why) {

@@ -4,9 +4,17 @@
 // each run copies the host inputs in, launches the kernel steps in order on its own stream, runs
 // host builtins on host copies of their buffers, and copies the outputs back. Everything is freed on
 // destroy. Without a driver or GPU, creation fails with NNC_ERROR_NO_DEVICE.
+//
+// CUDA Graphs: each maximal run of kernel steps between host builtins (a segment) is captured into a
+// CUDA graph on its first run and replayed with one cuGraphLaunch afterwards. The launches only take
+// the executor's own device pointers (the caller's tensors are copied in and out around them), so
+// the graphs never need re-capturing. On by default; NNC_CUDA_GRAPHS=0 (read at creation) turns them
+// off, as do NNC_CUDA_SYNC=1 and a driver without the graph API; a segment whose capture or
+// instantiation fails launches kernel by kernel.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -37,6 +45,19 @@ inline constexpr const char* kNoDevicePrefix = "no CUDA driver/GPU: ";
 nnc_model* createCudaModelHandle(Plan plan, const uint8_t* weights, std::shared_ptr<void> keepAlive,
                                  const ModuleImages& images, const nnc_options* opts, std::string* error,
                                  nnc_status* status);
+
+// What a CUDA handle's runs did (tests and diagnostics).
+struct CudaRunStats {
+  bool graphsEnabled = false;
+  std::string graphsOffReason;    // why not, when !graphsEnabled
+  int64_t segments = 0;           // runs of consecutive kernel steps (split by host builtins)
+  int64_t captures = 0;           // segments captured and instantiated
+  int64_t captureFailures = 0;    // those then launched kernel by kernel
+  int64_t graphLaunches = 0;      // segment runs through cuGraphLaunch
+  int64_t plainSegmentRuns = 0;   // segment runs launched kernel by kernel
+};
+// False when `model` is not a handle made by createCudaModelHandle.
+bool cudaRunStats(const nnc_model* model, CudaRunStats* out);
 
 // Whether a CUDA driver and device are usable in this process; *why says why not.
 bool cudaDeviceAvailable(std::string* why);

@@ -174,6 +174,218 @@ TEST(CudaEmitter, LaunchDims) {
   EXPECT_EQ(launchDims(ThreadMapping::WarpPerPoint, 7).blockX, 256u);
 }
 
+// --- vectorised pointwise kernels
+
+TEST(CudaEmitter, VectorisedPointwiseHasVectorAccessesAndAScalarFallback) {
+  const kir::Kernel kernel = testing::broadcastAdd(64, 256);
+  const KernelMapping m = chooseMapping(kernel);
+  EXPECT_EQ(m.mapping, ThreadMapping::ThreadPerVector);
+  EXPECT_EQ(m.vectorWidth, 4);
+  const std::string k = emitOne(kernel);
+  expectContains(k, {
+      // One uniform test per launch: every vector-accessed pointer aligned, begin/end multiples of 4.
+      "  const bool vectorised = (((u64)p0 & 15u) | ((u64)p1 & 15u) | ((u64)p2 & 15u)) == 0 && begin % 4 == 0 && "
+      "end % 4 == 0;",
+      // The scalar fallback: the thread-per-point loop.
+      "  if (!vectorised) {",
+      "    for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+      "f += (i64)gridDim.x * blockDim.x) {",
+      "      const float t5 = p1[v1];",
+      "      p2[t3] = t6;",
+      "    return;",
+      // The vector path: 4 points of one row per thread.
+      "  for (i64 g = begin / 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x; g < end / 4; "
+      "g += (i64)gridDim.x * blockDim.x) {",
+      "    const i64 f = g * 4;",
+      "    const nnc_vec<float, 4> ld11 = *reinterpret_cast<const nnc_vec<float, 4>*>(p1 + v1);",
+      "    const nnc_vec<float, 4> ld12 = *reinterpret_cast<const nnc_vec<float, 4>*>(p0 + t10);",
+      "    nnc_vec<float, 4> st13;",
+      "    #pragma unroll",
+      "    for (int ln = 0; ln < 4; ++ln) {",
+      "      const float t14 = ld12.v[ln] + ld11.v[ln];",
+      "      st13.v[ln] = t14;",
+      "    *reinterpret_cast<nnc_vec<float, 4>*>(p2 + t10) = st13;",
+  });
+  // The vector type the casts use is in the prelude, 16-byte aligned for 4 floats.
+  expectContains(preludeSource(), {"struct __align__(sizeof(T) * N) nnc_vec {"});
+}
+
+TEST(CudaEmitter, BroadcastValuesAreLoadedOncePerVector) {
+  // out[i, j] = a[i, j] + c[i]: c[i] is the same for the 4 points of a vector.
+  const std::string k = emitOne(testing::rowBiasAdd(16, 64));
+  expectContains(k, {
+      "  const bool vectorised = (((u64)p0 & 15u) | ((u64)p2 & 15u)) == 0 && begin % 4 == 0 && end % 4 == 0;",
+      "    const float t10 = p1[v0];",
+      "    const nnc_vec<float, 4> ld12 = *reinterpret_cast<const nnc_vec<float, 4>*>(p0 + t11);",
+      "      const float t14 = ld12.v[ln] + t10;",
+  });
+  const size_t lanes = k.find("for (int ln = 0;");
+  ASSERT_NE(lanes, std::string::npos);
+  EXPECT_LT(k.find("p1[v0]", k.find("const i64 f = g * 4;")), lanes) << "the broadcast load is outside the lanes";
+  EXPECT_EQ(k.find("p1 +"), std::string::npos) << "no vector load of the broadcast operand";
+}
+
+TEST(CudaEmitter, UnitStrideLoadsFromAnUnalignedBaseAreScalarPerLane) {
+  // a[i, j + 1]: contiguous, but 1 element past a 16-byte boundary: scalar loads in the lanes,
+  // the store is still one vector.
+  const std::string k = emitOne(testing::shiftedCopy(4, 8, 1));
+  EXPECT_EQ(vectorWidth(testing::shiftedCopy(4, 8, 1)), 4);
+  expectContains(k, {
+      "  const bool vectorised = (((u64)p1 & 15u)) == 0 && begin % 4 == 0 && end % 4 == 0;",
+      "      const i64 t14 = (i64)((u64)t10 + (u64)(v1 + ln));",
+      "      const float t16 = p0[t15];",
+      "    *reinterpret_cast<nnc_vec<float, 4>*>(p1 + t12) = st13;",
+  });
+  EXPECT_EQ(k.find("reinterpret_cast<const"), std::string::npos) << k;
+  // Shifted by 4 elements the base is aligned again: a vector load.
+  const std::string aligned = emitOne(testing::shiftedCopy(4, 8, 4));
+  EXPECT_NE(aligned.find("*reinterpret_cast<const nnc_vec<float, 4>*>(p0 + "), std::string::npos) << aligned;
+}
+
+TEST(CudaEmitter, VectorWidthIs16BytesOfTheWidestElement) {
+  struct Case {
+    DType t;
+    int width;
+  };
+  for (Case c : {Case{DType::F64, 2}, Case{DType::I64, 2}, Case{DType::F32, 4}, Case{DType::I32, 4},
+                 Case{DType::F16, 8}, Case{DType::BF16, 8}, Case{DType::I16, 8}, Case{DType::U8, 16},
+                 Case{DType::I8, 16}, Case{DType::Bool, 16}}) {
+    EXPECT_EQ(vectorWidth(testing::mulOf(c.t, 64)), c.width) << dtypeName(c.t);
+    // The innermost extent must be a multiple of the width.
+    EXPECT_EQ(vectorWidth(testing::mulOf(c.t, 64 + c.width / 2)), 1) << dtypeName(c.t);
+  }
+  // Mixed sizes: the f32 load sets the width (4); the f16 and bool stores move 8 and 4 bytes.
+  const kir::Kernel mixed = testing::leakyReluToHalf(64);
+  EXPECT_EQ(vectorWidth(mixed), 4);
+  expectContains(emitOne(mixed), {
+      "(((u64)p0 & 15u) | ((u64)p1 & 7u) | ((u64)p2 & 3u)) == 0",
+      "    nnc_vec<u16, 4> st5;",
+      "      st5.v[ln] = nnc_f32_to_f16(t9);",
+      "    *reinterpret_cast<nnc_vec<u8, 4>*>(p2 + f) = st6;",
+  });
+  // f16 loads and stores: 8 per thread.
+  EXPECT_EQ(vectorWidth(testing::halfScale(512)), 8);
+  EXPECT_NE(emitOne(testing::halfScale(512)).find("nnc_f16_to_f32(ld"), std::string::npos);
+}
+
+TEST(CudaEmitter, KernelsThatDoNotQualifyStayScalar) {
+  EXPECT_EQ(vectorWidth(testing::transpose(8, 64)), 1) << "strided loads";
+  EXPECT_EQ(vectorWidth(testing::broadcastAdd(5, 7)), 1) << "rows of 7 are no multiple of 4";
+  EXPECT_EQ(vectorWidth(testing::halfScale(300)), 1) << "300 is no multiple of 8";
+  EXPECT_EQ(vectorWidth(testing::softmaxRows(4, 64)), 1) << "reductions";
+  EXPECT_EQ(threadMapping(testing::transpose(8, 64)), ThreadMapping::ThreadPerPoint);
+  EXPECT_EQ(emitOne(testing::transpose(8, 64)).find("vectorised"), std::string::npos);
+  // A gather: the load index goes through another load.
+  kir::KernelBuilder kb("gather_rows");
+  int table = kb.addParam("table", DType::F32, 16 * 8, false);
+  int ids = kb.addParam("ids", DType::I64, 64, false);
+  int out = kb.addParam("out", DType::F32, 64, true);
+  auto v = kb.setOuter({64});
+  kb.addStore(out, v[0], kb.load(table, kb.add(kb.mul(kb.load(ids, v[0]), kb.i64(8)), kb.i64(1))), false);
+  EXPECT_EQ(vectorWidth(kb.finish()), 1);
+  // Trailing extent-1 dimensions do not hide the innermost varying one.
+  kir::KernelBuilder kt("trailing_ones");
+  int x = kt.addParam("x", DType::F32, 32, false);
+  int y = kt.addParam("y", DType::F32, 32, true);
+  auto w = kt.setOuter({32, 1, 1});
+  kt.addStore(y, w[0], kt.load(x, kt.add(w[0], kt.add(w[1], w[2]))), false);
+  EXPECT_EQ(vectorWidth(kt.finish()), 4);
+}
+
+// --- reduction mappings
+
+TEST(CudaEmitter, ReductionMappingFollowsLoopAndDomainSizes) {
+  EXPECT_EQ(threadMapping(testing::rowSum(8, 8192)), ThreadMapping::BlockPerPoint);
+  EXPECT_EQ(threadMapping(testing::rowSum(2047, 4096)), ThreadMapping::BlockPerPoint);
+  EXPECT_EQ(threadMapping(testing::rowSum(2048, 4096)), ThreadMapping::WarpPerPoint) << "enough rows for warps";
+  EXPECT_EQ(threadMapping(testing::rowSum(8, 4095)), ThreadMapping::WarpPerPoint);
+  EXPECT_EQ(threadMapping(testing::rowSum(8192, 4)), ThreadMapping::ThreadPerPoint);
+  EXPECT_EQ(threadMapping(testing::rowSum(4096, 32)), ThreadMapping::ThreadPerPoint);
+  EXPECT_EQ(threadMapping(testing::rowSum(4096, 33)), ThreadMapping::WarpPerPoint);
+  EXPECT_EQ(threadMapping(testing::rowSum(4095, 4)), ThreadMapping::WarpPerPoint) << "too few points";
+  EXPECT_EQ(threadMapping(testing::rowSum(6, 100)), ThreadMapping::WarpPerPoint);
+  // The inner loop counts as work per point too.
+  EXPECT_EQ(threadMapping(testing::softmaxRows(8192, 16)), ThreadMapping::ThreadPerPoint);
+  EXPECT_EQ(threadMapping(testing::softmaxRows(8192, 64)), ThreadMapping::WarpPerPoint);
+  EXPECT_EQ(threadMapping(testing::softmaxRows(4, 5000)), ThreadMapping::BlockPerPoint);
+}
+
+TEST(CudaEmitter, LargeRowReductionUsesABlockWithSharedMemoryAndShuffles) {
+  const std::string k = emitOne(testing::rowSum(8, 8192));
+  expectContains(k, {
+      "  __shared__ float smem0[32];",
+      "  const int warp = threadIdx.x >> 5;",
+      "  const int warps = blockDim.x >> 5;",
+      "  for (i64 f = begin + (i64)blockIdx.x; f < end; f += (i64)gridDim.x) {",
+      "    float acc0 = (-0.0f);",
+      "    for (i64 j0 = threadIdx.x; j0 < 8192LL; j0 += blockDim.x) {",
+      "      acc0 = acc0 + nnc_shfl(acc0, m);",
+      "    if (lane == 0) smem0[warp] = acc0;",
+      "    __syncthreads();",
+      "    acc0 = smem0[0];",
+      "    for (int w = 1; w < warps; ++w) acc0 = acc0 + smem0[w];",
+      "    __syncthreads();  // smem0 is rewritten for the next point",
+      "    if (threadIdx.x == 0) {",
+      "      p1[f] = red0;",
+  });
+  // ArgMax: (ok, value, index) per warp through shared memory, folded with the tie rule.
+  expectContains(emitOne(testing::argMaxMin(4, 5000)), {
+      "  __shared__ bool smemOk1[32];",
+      "  __shared__ i64 smemIdx1[32];",
+      "      smemIdx0[warp] = idx0;",
+      "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, smemOk0[w], smem0[w], smemIdx0[w])) {",
+      "      if (nnc_arg_takes<float, false, true>(ok3, acc3, idx3, smemOk3[w], smem3[w], smemIdx3[w])) {",
+  });
+  // Softmax: both reductions per block, the inner loop split over the block's threads.
+  expectContains(emitOne(testing::softmaxRows(4, 5000)), {
+      "    for (int w = 1; w < warps; ++w) acc0 = nnc_fmax(acc0, smem0[w]);",
+      "    for (i64 j8 = threadIdx.x; j8 < 5000LL; j8 += blockDim.x) {",
+      "      const float t14 = t13 / red1;",
+  });
+}
+
+TEST(CudaEmitter, TinyReductionsRunSequentiallyInOneThread) {
+  const std::string k = emitOne(testing::rowSum(8192, 4));
+  expectContains(k, {
+      "  for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+      "f += (i64)gridDim.x * blockDim.x) {",
+      "    float acc0 = (-0.0f);",
+      "    for (i64 j0 = 0; j0 < 4LL; ++j0) {",
+      "      acc0 = acc0 + t2;",
+      "    const float red0 = acc0;",
+      "    p1[f] = red0;",
+  });
+  for (const char* absent : {"lane", "nnc_shfl", "__syncthreads", "__shared__"})
+    EXPECT_EQ(k.find(absent), std::string::npos) << absent;
+  // ArgMax scans in order with the interpreter's rule; nothing to combine.
+  const std::string arg = emitOne(testing::argMaxMin(8192, 5));
+  expectContains(arg, {"    for (i64 j1 = 0; j1 < 5LL; ++j1) {",
+                       "      if (nnc_arg_takes<float, true, true>(ok1, acc1, idx1, true, t5, j1)) {",
+                       "    p2[f] = red1;"});
+  EXPECT_EQ(arg.find("nnc_shfl"), std::string::npos);
+}
+
+TEST(CudaEmitter, LaunchDimsOfTheNewMappings) {
+  EXPECT_EQ(launchDims(ThreadMapping::ThreadPerVector, 1024, 4).gridX, 1u);  // 256 threads x 4 points
+  EXPECT_EQ(launchDims(ThreadMapping::ThreadPerVector, 1028, 4).gridX, 2u);
+  EXPECT_EQ(launchDims(ThreadMapping::ThreadPerVector, 4096, 16).gridX, 1u);
+  EXPECT_EQ(launchDims(ThreadMapping::ThreadPerVector, 4096, 2).gridX, 8u);
+  EXPECT_EQ(launchDims(ThreadMapping::BlockPerPoint, 7).gridX, 7u);
+  EXPECT_EQ(launchDims(ThreadMapping::BlockPerPoint, 7).blockX, 256u);
+  EXPECT_EQ(launchDims(ThreadMapping::BlockPerPoint, int64_t{1} << 40).gridX, 65536u);
+  const KernelMapping m = chooseMapping(testing::broadcastAdd(64, 256));
+  EXPECT_EQ(planMapping(m), rt::GpuMapping::ThreadPerVector4);
+  EXPECT_EQ(launchDims(m, 64 * 256).gridX, 16u);
+  auto src = emitCudaSource({testing::broadcastAdd(64, 256), testing::renamed(testing::rowSum(8, 8192), "a"),
+                             testing::renamed(testing::rowSum(8192, 4), "b"), testing::rowSum()});
+  ASSERT_TRUE(src.isOk()) << src.status().message();
+  EXPECT_EQ(src->kernels[0].gpuMapping, rt::GpuMapping::ThreadPerVector4);
+  EXPECT_EQ(src->kernels[0].vectorWidth, 4);
+  EXPECT_EQ(src->kernels[1].gpuMapping, rt::GpuMapping::BlockPerPoint);
+  EXPECT_EQ(src->kernels[2].gpuMapping, rt::GpuMapping::ThreadPerPoint);
+  EXPECT_EQ(src->kernels[3].gpuMapping, rt::GpuMapping::WarpPerPoint);
+}
+
 TEST(CudaEmitter, ErrorsNameTheKernel) {
   kir::KernelBuilder kb("bad_op");
   int x = kb.addParam("x", DType::F32, 4, false);
@@ -212,6 +424,39 @@ TEST(Nvrtc, RepresentativeKernelsCompileForSm90WithEntries) {
     const std::string cubin(compiled->cubin.begin(), compiled->cubin.end());
     EXPECT_NE(cubin.find(k.name + std::string(1, '\0')), std::string::npos) << k.name;
   }
+}
+
+// The kernels of the new mappings compile without warnings, and the PTX has what the mapping is for:
+// 16-byte vector loads/stores, shared memory with barriers and butterfly shuffles.
+TEST(Nvrtc, NewMappingsCompileForSm90) {
+  const std::vector<kir::Kernel> kernels = testing::mappingKernels();
+  auto src = emitCudaSource(kernels);
+  ASSERT_TRUE(src.isOk()) << src.status().message();
+  NvrtcOptions opts;
+  opts.useCache = false;
+  auto compiled = compileCuda(src->code, "new_mappings", opts);
+  ASSERT_TRUE(compiled.isOk()) << compiled.status().message();
+  EXPECT_EQ(compiled->log, "");
+  auto entry = [&](const std::string& name) {
+    const size_t at = compiled->ptx.find(".entry " + name + "(");
+    EXPECT_NE(at, std::string::npos) << name;
+    const size_t end = compiled->ptx.find(".entry ", at + 1);
+    return compiled->ptx.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  for (const kir::Kernel& k : kernels) entry(k.name);
+  const std::string vec = entry("bcast_add_vec");
+  EXPECT_NE(vec.find("ld.global.nc.v4.f32"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("st.global.v4.f32"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("ld.global.nc.f32"), std::string::npos) << "the scalar fallback";
+  const std::string bytes = entry("mul_u8_vec");
+  EXPECT_NE(bytes.find("ld.global.nc.v4.u32"), std::string::npos) << "16 bytes as one access";
+  const std::string block = entry("row_sum_block");
+  EXPECT_NE(block.find("bar.sync"), std::string::npos);
+  EXPECT_NE(block.find("shfl.sync.bfly"), std::string::npos);
+  EXPECT_NE(block.find(".shared"), std::string::npos);
+  const std::string tiny = entry("row_sum_tiny");
+  EXPECT_EQ(tiny.find("shfl.sync"), std::string::npos);
+  EXPECT_EQ(tiny.find("bar.sync"), std::string::npos);
 }
 
 TEST(Nvrtc, AllRepresentativeKernelsInOneTranslationUnit) {

@@ -41,9 +41,11 @@ CudaDevice* device(std::string* why) {
 Tensor deepCopy(const Tensor& t) { return Tensor::fromBytes(t.dtype(), t.shape(), t.data(), t.byteSize()); }
 
 // Runs `k` on the GPU on copies of `init`: the whole outer range in one launch, or in `pieces`
-// launches over consecutive [begin, end) ranges. Returns the buffers afterwards.
+// launches over consecutive [begin, end) ranges. `misaligned`: every buffer starts one element past
+// a 256-byte boundary (vectorised kernels must take their scalar path). Returns the buffers
+// afterwards.
 Expected<std::vector<Tensor>> runOnGpu(CudaDevice& dev, const kir::Kernel& k, const std::vector<Tensor>& init,
-                                       int pieces = 1) {
+                                       int pieces = 1, bool misaligned = false) {
   NNC_ASSIGN_OR_RETURN(CudaSource src, emitCudaSource({k}));
   NvrtcOptions opts;
   opts.arch = "sm_" + std::to_string(dev.computeCapability());
@@ -52,29 +54,31 @@ Expected<std::vector<Tensor>> runOnGpu(CudaDevice& dev, const kir::Kernel& k, co
   int module = 0;
   NNC_RETURN_IF_ERROR(dev.loadModule(compiled.cubin.data(), &module));
   NNC_ASSIGN_OR_RETURN(void* fn, dev.function(module, k.name));
-  std::vector<DevicePtr> ptrs;
+  std::vector<DevicePtr> allocations, ptrs;
   std::vector<Tensor> out;
   Status status;
   for (const Tensor& t : init) {
-    auto p = dev.alloc(t.byteSize());
+    const size_t shift = misaligned ? dtypeSize(t.dtype()) : 0;
+    auto p = dev.alloc(t.byteSize() + shift);
     if (!p.isOk()) {
       status = p.status();
       break;
     }
-    ptrs.push_back(*p);
+    allocations.push_back(*p);
+    ptrs.push_back(*p + shift);
     out.push_back(deepCopy(t));
-    status = dev.copyToDevice(*p, t.data(), t.byteSize());
+    status = dev.copyToDevice(ptrs.back(), t.data(), t.byteSize());
     if (!status.isOk()) break;
   }
   const int64_t n = k.outer.size();
   for (int i = 0; i < pieces && status.isOk(); ++i) {
     const int64_t begin = n * i / pieces, end = n * (i + 1) / pieces;
-    status = dev.launch(fn, ptrs, begin, end, launchDims(threadMapping(k), end - begin));
+    status = dev.launch(fn, ptrs, begin, end, launchDims(chooseMapping(k), end - begin));
   }
   if (status.isOk()) status = dev.synchronize();
   for (size_t s = 0; s < ptrs.size() && status.isOk(); ++s)
     status = dev.copyToHost(out[s].mutableData(), ptrs[s], out[s].byteSize());
-  for (DevicePtr p : ptrs) (void)dev.free(p);
+  for (DevicePtr p : allocations) (void)dev.free(p);
   if (!status.isOk()) return status;
   return out;
 }
@@ -86,17 +90,25 @@ bool near(double got, double want, double rel, double abs) {
 }
 
 // GPU vs interpreter on `init`: floats within rel/abs (transcendentals and summation order
-// differ), integers and bools exactly.
+// differ; rel = abs = 0 asks for bit-exact floats), integers and bools exactly. One launch, three
+// launches, and with `misaligned` also one launch on buffers one element off alignment.
 void expectMatchesInterpreter(CudaDevice& dev, const kir::Kernel& k, const std::vector<Tensor>& init,
-                              double rel = 1e-5, double abs = 1e-6) {
+                              double rel = 1e-5, double abs = 1e-6, bool misaligned = false) {
   std::vector<Tensor> want;
   for (const Tensor& t : init) want.push_back(deepCopy(t));
   std::vector<Tensor*> ptrs;
   for (Tensor& t : want) ptrs.push_back(&t);
   Status ref = kir::interpret(k, ptrs);
   ASSERT_TRUE(ref.isOk()) << k.name << ": " << ref.message();
-  for (int pieces : {1, 3}) {
-    auto got = runOnGpu(dev, k, init, pieces);
+  struct Variant {
+    int pieces;
+    bool misaligned;
+  };
+  std::vector<Variant> variants = {{1, false}, {3, false}};
+  if (misaligned) variants.push_back({1, true});
+  for (const Variant& variant : variants) {
+    const int pieces = variant.pieces;
+    auto got = runOnGpu(dev, k, init, pieces, variant.misaligned);
     ASSERT_TRUE(got.isOk()) << k.name << ": " << got.status().message();
     for (size_t s = 0; s < k.params.size(); ++s) {
       if (!k.params[s].isOutput) continue;
@@ -104,9 +116,12 @@ void expectMatchesInterpreter(CudaDevice& dev, const kir::Kernel& k, const std::
         if (isFloat(want[s].dtype())) {
           ASSERT_TRUE(near((*got)[s].getDouble(i), want[s].getDouble(i), rel, abs))
               << k.name << " param " << s << " element " << i << ": gpu " << (*got)[s].getDouble(i)
-              << ", interpreter " << want[s].getDouble(i) << " (" << pieces << " launches)";
+              << ", interpreter " << want[s].getDouble(i) << " (" << pieces << " launches"
+              << (variant.misaligned ? ", misaligned" : "") << ")";
         } else {
-          ASSERT_EQ((*got)[s].getInt(i), want[s].getInt(i)) << k.name << " param " << s << " element " << i;
+          ASSERT_EQ((*got)[s].getInt(i), want[s].getInt(i))
+              << k.name << " param " << s << " element " << i << " (" << pieces << " launches"
+              << (variant.misaligned ? ", misaligned" : "") << ")";
         }
       }
     }
@@ -206,6 +221,58 @@ void expectOutputs(const std::vector<Tensor>& bufs, size_t firstOutput, const st
           << what << ": output " << i << " element " << j;
 }
 
+// Rows of 5000: ties across warps of the block, all-equal rows, NaN first (wins) and later
+// (ignored), -0 == +0; and the same patterns over 5-element rows (thread-per-point), many rows.
+std::vector<Tensor> argRows(int rows, int cols, uint32_t seed) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(seed);
+  std::vector<float> xs(static_cast<size_t>(rows) * cols, 0.0f);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) {
+      float& x = xs[static_cast<size_t>(i) * cols + j];
+      switch (i % 7) {
+        // For 5000 columns and 256 threads: 3 and 4040 lie in warps 0 and 6, 7 and 4990 in 0 and 3.
+        case 0: x = (j == 3 || j == cols - 960) ? 9.0f : (j == 7 || j == cols - 10) ? -9.0f : 1.0f; break;
+        case 1: x = -inf; break;
+        case 2: x = j == 0 ? nan : static_cast<float>(j % 11); break;
+        case 3: x = j == cols / 2 ? nan : static_cast<float>(j % 7); break;
+        case 4: x = static_cast<float>((j * 13) % cols); break;
+        case 5: x = (j % 2) ? -0.0f : 0.0f; break;
+        default: x = (rng() % 20 == 0) ? nan : static_cast<float>(rng() % 4); break;  // many ties
+      }
+    }
+  }
+  std::vector<Tensor> bufs = {Tensor::fromFloats(xs, {rows, cols})};
+  return bufs;
+}
+
+// The row patterns of the block tests give the answers numpy gives (the interpreter agrees); and
+// the kernels those tests pick have the mappings they are meant to cover. Runs without a GPU.
+TEST(CudaGpuCases, BlockArgRowsHaveTheIntendedAnswers) {
+  const int rows = 7, cols = 5000;
+  std::vector<Tensor> bufs = argRows(rows, cols, 7);
+  for (int i = 0; i < 4; ++i) bufs.emplace_back(DType::I64, Shape{rows});
+  std::vector<Tensor*> ptrs;
+  for (Tensor& t : bufs) ptrs.push_back(&t);
+  const kir::Kernel k = testing::argMaxMin(rows, cols);
+  ASSERT_TRUE(kir::interpret(k, ptrs).isOk());
+  EXPECT_EQ(threadMapping(k), ThreadMapping::BlockPerPoint);
+  // Row 0: 9 at 3 and 4040, -9 at 7 and 4990; row 1 all -inf; row 2 NaN first; row 5 all zeros.
+  expectOutputs(bufs, 1, {{3, 0, 0}, {4040, 4999, 0}, {7, 0}, {4990, 4999}}, "block argmax rows");
+  EXPECT_EQ(bufs[1].getInt(5), 0);
+  EXPECT_EQ(bufs[2].getInt(5), 4999);
+  int vectorised = 0, blocks = 0, threads = 0;
+  for (const kir::Kernel& m : testing::mappingKernels()) {
+    const ThreadMapping t = threadMapping(m);
+    vectorised += t == ThreadMapping::ThreadPerVector;
+    blocks += t == ThreadMapping::BlockPerPoint;
+    threads += t == ThreadMapping::ThreadPerPoint;
+  }
+  EXPECT_EQ(vectorised, 11);
+  EXPECT_EQ(blocks, 4);
+  EXPECT_EQ(threads, 4);
+}
+
 // The expectations above hold for the interpreter (the spec) too; runs without a GPU.
 TEST(CudaGpuCases, ExpectationsAgreeWithTheInterpreter) {
   auto check = [](const kir::Kernel& kernel, std::vector<Tensor> bufs, const std::vector<std::vector<int64_t>>& want,
@@ -238,6 +305,55 @@ TEST(CudaGpu, IntegerAndConversionCornerCases) {
   ASSERT_TRUE(got.isOk()) << got.status().message();
   expectOutputs(*got, 3, c.want, "int semantics");
   expectMatchesInterpreter(*dev, c.kernel, c.init);
+}
+
+// --- the vectorised, block and thread-per-point mappings (testing::mappingKernels)
+
+// Each vectorised kernel on aligned buffers (vector path), in 3 launches whose bounds are not
+// multiples of the width, and on buffers one element off alignment (both scalar fallback).
+TEST(CudaGpu, VectorisedKernelsMatchTheInterpreterAlignedAndMisaligned) {
+  NNC_REQUIRE_GPU(dev);
+  uint32_t seed = 100;
+  int checked = 0;
+  for (const kir::Kernel& k : testing::mappingKernels()) {
+    if (threadMapping(k) != ThreadMapping::ThreadPerVector) continue;
+    SCOPED_TRACE(k.name);
+    expectMatchesInterpreter(*dev, k, randomBuffers(k, seed++), 0, 0, /*misaligned=*/true);
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(CudaGpu, BlockAndThreadReductionsMatchTheInterpreter) {
+  NNC_REQUIRE_GPU(dev);
+  uint32_t seed = 200;
+  for (const kir::Kernel& k : testing::mappingKernels()) {
+    const ThreadMapping m = threadMapping(k);
+    if (m != ThreadMapping::BlockPerPoint && m != ThreadMapping::ThreadPerPoint) continue;
+    SCOPED_TRACE(k.name);
+    // A thread-per-point reduction folds in the interpreter's order: sums are bit-exact there. Blocks
+    // sum in another order: float rounding differs.
+    const bool exact = m == ThreadMapping::ThreadPerPoint && k.name.find("softmax") == std::string::npos;
+    expectMatchesInterpreter(*dev, k, randomBuffers(k, seed++), exact ? 0 : 1e-4, exact ? 0 : 1e-3);
+  }
+}
+
+TEST(CudaGpu, ArgMaxTiesAndNaNFollowTheInterpreterInBlocksAndThreads) {
+  NNC_REQUIRE_GPU(dev);
+  for (auto [rows, cols] : {std::pair{7, 5000}, std::pair{7 * 700, 5}}) {
+    const kir::Kernel k = testing::argMaxMin(rows, cols);
+    EXPECT_EQ(threadMapping(k), cols > 32 ? ThreadMapping::BlockPerPoint : ThreadMapping::ThreadPerPoint);
+    std::vector<Tensor> init = argRows(rows, cols, 7);
+    for (int i = 0; i < 4; ++i) init.emplace_back(DType::I64, Shape{rows});
+    expectMatchesInterpreter(*dev, k, init);
+  }
+  // Max/Min propagate NaN, sums too, in blocks and in threads.
+  for (auto [rows, cols] : {std::pair{7, 6000}, std::pair{7 * 600, 8}}) {
+    const kir::Kernel k = testing::rowMaxMinSum(rows, cols);
+    std::vector<Tensor> init = argRows(rows, cols, 9);
+    for (int i = 0; i < 3; ++i) init.emplace_back(DType::F32, Shape{rows});
+    expectMatchesInterpreter(*dev, k, init, 1e-4, 1e-3);
+  }
 }
 
 TEST(CudaGpu, RealModelKernelsMatchTheInterpreter) {

@@ -5,9 +5,11 @@
 // Runtime's outputs; where none is, those parts skip (GTEST_SKIP) with the driver's reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -113,46 +115,70 @@ TEST(CudaPlan, Version1StillDeserialisesAsACpuPlan) {
   EXPECT_EQ(p.steps[0].workPerPoint, 5);
   EXPECT_EQ(p.steps[0].origin, "o");
   EXPECT_EQ(p.steps[0].gpuMapping, rt::GpuMapping::ThreadPerPoint);
-  // Re-serialised it is a version-2 plan: the same bytes with version 2 and the tail appended.
+  // Re-serialised it is a plan of the newest version: the same bytes up to the end of the steps,
+  // then (version 2 on) the target and each step's mapping.
+  const std::vector<uint8_t> again = rt::serializePlan(p);
+  ASSERT_GT(again.size(), kPlanV1.size() + 2);
+  EXPECT_GE(again[4], 2);
+  EXPECT_TRUE(std::equal(kPlanV1.begin() + 8, kPlanV1.end(), again.begin() + 8));
+  EXPECT_EQ(again[kPlanV1.size()], 0);      // target cpu
+  EXPECT_EQ(again[kPlanV1.size() + 1], 0);  // step 0: thread per point
+}
+
+// kPlanV1 as a version-2 plan: target and one step mapping appended.
+std::vector<uint8_t> planV2(uint8_t target, uint8_t mapping) {
   std::vector<uint8_t> v2 = kPlanV1;
   v2[4] = 2;
-  v2.push_back(0);  // target cpu
-  v2.push_back(0);  // step 0: thread per point
-  EXPECT_EQ(rt::serializePlan(p), v2);
+  v2.push_back(target);
+  v2.push_back(mapping);
+  return v2;
 }
 
 TEST(CudaPlan, Version2CarriesTheTargetAndEachStepsMapping) {
-  rt::Plan p;
-  ASSERT_TRUE(rt::deserializePlan(kPlanV1.data(), kPlanV1.size(), &p, nullptr));
-  p.target = rt::Target::Cuda;
-  p.steps[0].gpuMapping = rt::GpuMapping::WarpPerPoint;
-  const std::vector<uint8_t> bytes = rt::serializePlan(p);
-  ASSERT_EQ(bytes.size(), kPlanV1.size() + 2);
-  EXPECT_EQ(bytes[4], 2);
-  EXPECT_EQ(bytes[bytes.size() - 2], 1);  // cuda
-  EXPECT_EQ(bytes[bytes.size() - 1], 1);  // warp per point
+  // Every mapping, including the ones added later (block per point, thread per vector of 2..16
+  // points), reads from a version-2 plan and survives re-serialisation.
+  const rt::GpuMapping all[] = {rt::GpuMapping::ThreadPerPoint,   rt::GpuMapping::WarpPerPoint,
+                                rt::GpuMapping::BlockPerPoint,    rt::GpuMapping::ThreadPerVector2,
+                                rt::GpuMapping::ThreadPerVector4, rt::GpuMapping::ThreadPerVector8,
+                                rt::GpuMapping::ThreadPerVector16};
+  for (rt::GpuMapping mapping : all) {
+    const uint8_t byte = static_cast<uint8_t>(mapping);
+    const std::vector<uint8_t> v2 = planV2(1, byte);
+    rt::Plan back;
+    std::string error;
+    ASSERT_TRUE(rt::deserializePlan(v2.data(), v2.size(), &back, &error)) << error;
+    EXPECT_EQ(back.target, rt::Target::Cuda);
+    EXPECT_EQ(back.steps[0].gpuMapping, mapping);
+    const std::vector<uint8_t> bytes = rt::serializePlan(back);
+    ASSERT_GT(bytes.size(), kPlanV1.size() + 1);
+    EXPECT_EQ(bytes[kPlanV1.size()], 1);  // cuda
+    EXPECT_EQ(bytes[kPlanV1.size() + 1], byte);
+    rt::Plan again;
+    ASSERT_TRUE(rt::deserializePlan(bytes.data(), bytes.size(), &again, &error)) << error;
+    EXPECT_EQ(again.steps[0].gpuMapping, mapping);
+    EXPECT_EQ(rt::serializePlan(again), bytes);
+  }
   rt::Plan back;
   std::string error;
-  ASSERT_TRUE(rt::deserializePlan(bytes.data(), bytes.size(), &back, &error)) << error;
-  EXPECT_EQ(back.target, rt::Target::Cuda);
-  EXPECT_EQ(back.steps[0].gpuMapping, rt::GpuMapping::WarpPerPoint);
-  EXPECT_EQ(rt::serializePlan(back), bytes);
-
-  std::vector<uint8_t> bad = bytes;
-  bad[bad.size() - 2] = 7;
+  std::vector<uint8_t> bad = planV2(7, 0);
   EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
   EXPECT_EQ(error, "unknown target 7");
-  bad = bytes;
-  bad.back() = 2;
+  bad = planV2(1, 7);
   EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
-  EXPECT_EQ(error, "unknown GPU mapping 2");
-  bad.assign(bytes.begin(), bytes.end() - 2);  // a version-2 header without its tail
+  EXPECT_EQ(error, "unknown GPU mapping 7");
+  bad.resize(bad.size() - 2);  // a version-2 header without its tail
   EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
   EXPECT_EQ(error, "truncated plan: target runs past the end");
   bad = kPlanV1;
-  bad[4] = 3;
+  bad[4] = 200;
   EXPECT_FALSE(rt::deserializePlan(bad.data(), bad.size(), &back, &error));
-  EXPECT_EQ(error, "unsupported plan version 3 (this runtime reads versions 1 to 2)");
+  EXPECT_EQ(error.rfind("unsupported plan version 200 (this runtime reads versions 1 to ", 0), 0u) << error;
+  // An in-memory plan with an unknown mapping is refused too.
+  rt::Plan p;
+  ASSERT_TRUE(rt::deserializePlan(kPlanV1.data(), kPlanV1.size(), &p, nullptr));
+  p.steps[0].gpuMapping = static_cast<rt::GpuMapping>(7);
+  EXPECT_FALSE(rt::validatePlan(p, &error));
+  EXPECT_NE(error.find("unknown GPU mapping 7"), std::string::npos) << error;
 }
 
 TEST(CudaPlan, EachExecutorRefusesTheOtherTargetsPlan) {
@@ -196,14 +222,33 @@ TEST(CudaLaunch, RuntimeAndEmitterShareTheRule) {
   EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, 0).gridX, 1u);
   EXPECT_EQ(launchShape(GpuMapping::ThreadPerPoint, int64_t{1} << 40).gridX, 65536u);
   EXPECT_EQ(launchShape(GpuMapping::WarpPerPoint, 7).blockX, 256u);
-  for (int64_t points : {1, 31, 256, 257, 5000, 1 << 20, 1 << 30}) {
-    auto e = codegen::cuda::launchDims(codegen::cuda::ThreadMapping::WarpPerPoint, points);
-    auto r = launchShape(GpuMapping::WarpPerPoint, points);
-    EXPECT_EQ(e.gridX, r.gridX) << points;
-    EXPECT_EQ(e.blockX, r.blockX) << points;
-    e = codegen::cuda::launchDims(codegen::cuda::ThreadMapping::ThreadPerPoint, points);
-    r = launchShape(GpuMapping::ThreadPerPoint, points);
-    EXPECT_EQ(e.gridX, r.gridX) << points;
+  // A block per point; a thread per vector of N points.
+  EXPECT_EQ(launchShape(GpuMapping::BlockPerPoint, 1000).gridX, 1000u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerVector4, 4096).gridX, 4u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerVector16, 4096).gridX, 1u);
+  EXPECT_EQ(launchShape(GpuMapping::ThreadPerVector2, 4097).gridX, 9u);
+  EXPECT_EQ(rt::cuda::pointsPerThread(GpuMapping::ThreadPerVector8), 8);
+  EXPECT_EQ(rt::cuda::pointsPerThread(GpuMapping::BlockPerPoint), 1);
+  using codegen::cuda::ThreadMapping;
+  struct Pair {
+    ThreadMapping mapping;
+    int width;
+    GpuMapping plan;
+  };
+  for (Pair p : {Pair{ThreadMapping::ThreadPerPoint, 1, GpuMapping::ThreadPerPoint},
+                 Pair{ThreadMapping::WarpPerPoint, 1, GpuMapping::WarpPerPoint},
+                 Pair{ThreadMapping::BlockPerPoint, 1, GpuMapping::BlockPerPoint},
+                 Pair{ThreadMapping::ThreadPerVector, 2, GpuMapping::ThreadPerVector2},
+                 Pair{ThreadMapping::ThreadPerVector, 4, GpuMapping::ThreadPerVector4},
+                 Pair{ThreadMapping::ThreadPerVector, 8, GpuMapping::ThreadPerVector8},
+                 Pair{ThreadMapping::ThreadPerVector, 16, GpuMapping::ThreadPerVector16}}) {
+    EXPECT_EQ(codegen::cuda::planMapping({p.mapping, p.width}), p.plan);
+    for (int64_t points : {1, 31, 256, 257, 5000, 1 << 20, 1 << 30}) {
+      auto e = codegen::cuda::launchDims(p.mapping, points, p.width);
+      auto r = launchShape(p.plan, points);
+      EXPECT_EQ(e.gridX, r.gridX) << points;
+      EXPECT_EQ(e.blockX, r.blockX) << points;
+    }
   }
 }
 
@@ -232,6 +277,45 @@ TEST(CudaDriver, EmitsCudaSourceAndPtxForASmallGraph) {
     EXPECT_NE(report.ptx.find(".entry " + name + "("), std::string::npos) << name;
   }
   EXPECT_EQ(kernels, report.numKernels) << report.kernelIr.substr(0, 400);
+}
+
+// The plan records the mapping the emitter chose for each kernel (the launch grid follows from it),
+// and an index check is a kernel step of its own whose result the executor reads back.
+TEST(CudaDriver, PlanCarriesEachKernelsMappingAndCheckSteps) {
+  auto g = std::make_unique<Graph>();
+  GraphBuilder b(*g);
+  Value* x = b.input("x", DType::F32, Shape{64, 256});
+  Value* rows = b.input("rows", DType::F32, Shape{4, 8192});
+  Value* idx = b.input("idx", DType::I64, Shape{3});
+  Value* small = b.input("small", DType::F32, Shape{8192, 4});
+  Attributes sumAxis;
+  sumAxis.set("axes", std::vector<int64_t>{1});
+  b.output(b.op(OpKind::Relu, {x}, {}, "relu1"));                   // pointwise f32: 16-byte vectors
+  b.output(b.op(OpKind::ReduceSum, {rows}, sumAxis, "sum1"));     // 8192-element rows, only 4
+  b.output(b.op(OpKind::Gather, {x, idx}, {}, "gather1"));          // data-dependent rows: checked
+  b.output(b.op(OpKind::Softmax, {small}, {}, "softmax1"));         // tiny rows, many of them
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  CompileOptions o = cudaOptions();
+  o.optLevel = 0;
+  CompileReport report;
+  Status s = compileForEmit(*g, o, &report);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  auto stepLine = [&](const std::string& origin) {
+    std::istringstream lines(report.plan);
+    std::string line, found;
+    while (std::getline(lines, line))
+      if (line.rfind("step ", 0) == 0 && line.size() > origin.size() &&
+          line.compare(line.size() - origin.size(), origin.size(), origin) == 0)
+        found += line + "\n";
+    return found;
+  };
+  EXPECT_NE(report.plan.find("plan target=cuda"), std::string::npos) << report.plan;
+  EXPECT_NE(stepLine("relu1").find(" vector4  ;"), std::string::npos) << report.plan;
+  EXPECT_NE(stepLine("sum1").find(" block-per-point  ;"), std::string::npos) << report.plan;
+  EXPECT_NE(stepLine("softmax1").find(" thread-per-point  ;"), std::string::npos) << report.plan;
+  const std::string gather = stepLine("gather1");
+  EXPECT_NE(gather.find(" outer=1 warp-per-point check  ;"), std::string::npos) << report.plan;
+  EXPECT_EQ(std::count(gather.begin(), gather.end(), '\n'), 2) << "the check, then the gather\n" << report.plan;
 }
 
 TEST(CudaDriver, GpuArchSelectsThePtxTargetAndIsChecked) {
@@ -301,6 +385,159 @@ TEST(CudaDriver, JitMatchesTheCpuJitOnTheGpu) {
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.status().message().find("expected shape [6x40], got [6x41]"), std::string::npos)
       << bad.status().message();
+}
+
+// --- CUDA graphs ------------------------------------------------------------------------------
+
+// y = relu(x @ w + b) -> TopK (host builtin) -> values * 2 + indices as f32: kernel steps on both
+// sides of the builtin, so the plan has two graph segments.
+std::unique_ptr<Graph> graphWithABuiltinInTheMiddle() {
+  auto g = std::make_unique<Graph>();
+  GraphBuilder b(*g);
+  std::mt19937 rng(4);
+  Value* x = b.input("x", DType::F32, Shape{6, 40});
+  Value* w = b.constant(randomTensor(DType::F32, Shape{40, 48}, rng), "w");
+  Value* bias = b.constant(randomTensor(DType::F32, Shape{48}, rng), "bias");
+  Value* y = b.relu(b.add(b.matmul(x, w), bias));
+  Attributes topk;
+  topk.set("k", int64_t{3});
+  std::vector<Value*> outs = b.opMulti(OpKind::TopK, {y}, topk, -1, "topk");
+  if (outs.size() == 2) {
+    Attributes to;
+    to.set("to", static_cast<int64_t>(dtypeToOnnx(DType::F32)));
+    Value* indices = b.op(OpKind::Cast, {outs[1]}, to);
+    b.output(b.add(b.mul(outs[0], outs[0]), indices));
+  }
+  EXPECT_TRUE(b.status().isOk()) << b.status().message();
+  return g;
+}
+
+// Sets an environment variable for a scope, restoring the old value (or its absence) afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    hadOld_ = old != nullptr;
+    if (old) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool hadOld_ = false;
+};
+
+rt::cuda::CudaRunStats statsOf(CompiledModel& model) {
+  rt::cuda::CudaRunStats stats;
+  EXPECT_TRUE(rt::cuda::cudaRunStats(model.handle(), &stats));
+  return stats;
+}
+
+// Three runs with different inputs each, against the CPU JIT: the first captures each segment, the
+// later ones replay the graphs, and the results follow the inputs (nothing stale is replayed).
+void checkRunsAgainstCpu(const std::function<std::unique_ptr<Graph>()>& build, CompiledModel& model, uint32_t seed) {
+  auto cpuGraph = build();
+  auto cpu = compileJit(*cpuGraph, CompileOptions{});
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::mt19937 rng(seed);
+  for (int run = 0; run < 3; ++run) {
+    const std::vector<Tensor> inputs = randomInputs(*cpuGraph, rng);
+    auto want = (*cpu)->run(inputs);
+    ASSERT_TRUE(want.isOk()) << want.status().message();
+    auto got = model.run(inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i)
+      expectNear((*got)[i], (*want)[i], 1e-5, 1e-6, "run " + std::to_string(run) + " output " + std::to_string(i));
+  }
+}
+
+// Without a GPU: the test graph really has kernel steps on both sides of its builtin (two
+// segments, as the executor splits them), and runs on the CPU.
+TEST(CudaGraphs, TestGraphHasKernelsOnBothSidesOfTheBuiltin) {
+  auto g = graphWithABuiltinInTheMiddle();
+  std::vector<std::string> outputNames;
+  for (const Value* v : g->outputs()) outputNames.push_back(v->name());
+  ASSERT_TRUE(runPipeline(*g, cudaOptions()).isOk());
+  auto lowered = lowerProgram(*g, outputNames, /*fuse=*/true, nullptr);
+  ASSERT_TRUE(lowered.isOk()) << lowered.status().message();
+  int segments = 0, builtins = 0;
+  bool previousWasKernel = false;
+  for (const rt::Step& step : lowered->plan.steps) {
+    const bool kernel = step.kind == rt::StepKind::Kernel;
+    if (kernel && !previousWasKernel) ++segments;
+    builtins += !kernel;
+    previousWasKernel = kernel;
+  }
+  EXPECT_EQ(builtins, 1);
+  EXPECT_EQ(segments, 2);
+  auto cpuGraph = graphWithABuiltinInTheMiddle();
+  auto cpu = compileJit(*cpuGraph, CompileOptions{});
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
+  std::mt19937 rng(1);
+  EXPECT_TRUE((*cpu)->run(randomInputs(*cpuGraph, rng)).isOk());
+}
+
+TEST(CudaGraphs, StatsNeedACudaHandle) {
+  rt::cuda::CudaRunStats stats;
+  EXPECT_FALSE(rt::cuda::cudaRunStats(nullptr, &stats));
+}
+
+TEST(CudaGraphs, CapturedOnceAndReplayedWithNewInputs) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  for (auto build : {std::function<std::unique_ptr<Graph>()>([] { return smallGraph(true); }),
+                     std::function<std::unique_ptr<Graph>()>(graphWithABuiltinInTheMiddle)}) {
+    auto g = build();
+    auto model = compileJit(*g, cudaOptions());
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    ASSERT_NO_FATAL_FAILURE(checkRunsAgainstCpu(build, **model, 21));
+    const rt::cuda::CudaRunStats stats = statsOf(**model);
+    EXPECT_TRUE(stats.graphsEnabled) << stats.graphsOffReason;
+    EXPECT_GE(stats.segments, 1);
+    EXPECT_EQ(stats.captureFailures, 0);
+    EXPECT_EQ(stats.captures, stats.segments) << "every segment captured once";
+    EXPECT_EQ(stats.graphLaunches, 3 * stats.segments);
+    EXPECT_EQ(stats.plainSegmentRuns, 0);
+  }
+  auto g = graphWithABuiltinInTheMiddle();
+  auto model = compileJit(*g, cudaOptions());
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  EXPECT_EQ(statsOf(**model).segments, 2) << "kernels before and after the TopK builtin";
+}
+
+TEST(CudaGraphs, OffWithTheEnvironmentVariable) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  ScopedEnv off("NNC_CUDA_GRAPHS", "0");
+  auto g = graphWithABuiltinInTheMiddle();
+  auto model = compileJit(*g, cudaOptions());
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  ASSERT_NO_FATAL_FAILURE(checkRunsAgainstCpu(graphWithABuiltinInTheMiddle, **model, 22));
+  const rt::cuda::CudaRunStats stats = statsOf(**model);
+  EXPECT_FALSE(stats.graphsEnabled);
+  EXPECT_EQ(stats.graphsOffReason, "NNC_CUDA_GRAPHS=0");
+  EXPECT_EQ(stats.captures, 0);
+  EXPECT_EQ(stats.graphLaunches, 0);
+  EXPECT_EQ(stats.plainSegmentRuns, 3 * stats.segments);
+}
+
+TEST(CudaGraphs, OffWhenSynchronisingEachStep) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  ScopedEnv sync("NNC_CUDA_SYNC", "1");
+  auto g = smallGraph(true);
+  auto model = compileJit(*g, cudaOptions());
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  ASSERT_NO_FATAL_FAILURE(checkRunsAgainstCpu([] { return smallGraph(true); }, **model, 23));
+  const rt::cuda::CudaRunStats stats = statsOf(**model);
+  EXPECT_FALSE(stats.graphsEnabled);
+  EXPECT_EQ(stats.graphsOffReason, "NNC_CUDA_SYNC=1 synchronises after every step");
+  EXPECT_EQ(stats.graphLaunches, 0);
 }
 
 // --- model.so ---------------------------------------------------------------------------------

@@ -105,8 +105,116 @@ inline kir::Kernel intSemantics(int n = 64) {
   return kb.finish();
 }
 
+// out[i, j] = a[i, j] + c[i]: the per-row value is invariant along the row (a broadcast splat in the
+// vectorised kernel).
+inline kir::Kernel rowBiasAdd(int rows, int cols) {
+  KernelBuilder kb("row_bias_add");
+  int a = kb.addParam("a", DType::F32, int64_t{rows} * cols, false);
+  int c = kb.addParam("c", DType::F32, rows, false);
+  int out = kb.addParam("out", DType::F32, int64_t{rows} * cols, true);
+  auto v = kb.setOuter({rows, cols});
+  ExprId flat = kb.add(kb.mul(v[0], kb.i64(cols)), v[1]);
+  kb.addStore(out, flat, kb.add(kb.load(a, flat), kb.load(c, v[0])), false);
+  return kb.finish();
+}
+
+// out[i, j] = a[i, j + shift] over a rows x cols outer domain, a having rows x (cols + shift)
+// elements: unit-stride loads whose base is a multiple of 4 only when shift is.
+inline kir::Kernel shiftedCopy(int rows, int cols, int shift) {
+  KernelBuilder kb("shifted_copy");
+  int a = kb.addParam("a", DType::F32, int64_t{rows} * (cols + shift), false);
+  int out = kb.addParam("out", DType::F32, int64_t{rows} * cols, true);
+  auto v = kb.setOuter({rows, cols});
+  ExprId src = kb.add(kb.add(kb.mul(v[0], kb.i64(cols + shift)), v[1]), kb.i64(shift));
+  kb.addStore(out, kb.add(kb.mul(v[0], kb.i64(cols)), v[1]), kb.load(a, src), false);
+  return kb.finish();
+}
+
+// out[j, i] = a[i, j]: strided loads, never vectorised.
+inline kir::Kernel transpose(int rows, int cols) {
+  KernelBuilder kb("transpose");
+  int a = kb.addParam("a", DType::F32, int64_t{rows} * cols, false);
+  int out = kb.addParam("out", DType::F32, int64_t{rows} * cols, true);
+  auto v = kb.setOuter({cols, rows});  // v[0] = j, v[1] = i
+  kb.addStore(out, kb.add(kb.mul(v[0], kb.i64(rows)), v[1]), kb.load(a, kb.add(kb.mul(v[1], kb.i64(cols)), v[0])),
+              false);
+  return kb.finish();
+}
+
+// f16 out[i] = (x[i] > 0 ? x[i] : 0.1 * x[i]) and bool mask[i] = x[i] > 0 from f32 x: mixed element
+// sizes (vector width 4 from the f32 load; 8-byte f16 and 4-byte bool vectors).
+inline kir::Kernel leakyReluToHalf(int n) {
+  KernelBuilder kb("leaky_relu_half");
+  int x = kb.addParam("x", DType::F32, n, false);
+  int out = kb.addParam("out", DType::F16, n, true);
+  int mask = kb.addParam("mask", DType::Bool, n, true);
+  auto v = kb.setOuter({n});
+  ExprId xv = kb.load(x, v[0]);
+  ExprId pos = kb.lt(kb.constant(DType::F32, 0), xv);
+  kb.addStore(out, v[0], kb.select(pos, xv, kb.mul(xv, kb.constant(DType::F32, 0.1))), false);
+  kb.addStore(mask, v[0], pos, false);
+  return kb.finish();
+}
+
+// out[i] = a[i] * b[i] in dtype t over n points.
+inline kir::Kernel mulOf(DType t, int n) {
+  KernelBuilder kb(std::string("mul_") + std::string(dtypeName(t)));
+  int a = kb.addParam("a", t, n, false);
+  int b = kb.addParam("b", t, n, false);
+  int out = kb.addParam("out", t, n, true);
+  auto v = kb.setOuter({n});
+  ExprId prod = t == DType::Bool ? kb.logicalAnd(kb.load(a, v[0]), kb.load(b, v[0]))
+                                 : kb.mul(kb.load(a, v[0]), kb.load(b, v[0]));
+  kb.addStore(out, v[0], prod, false);
+  return kb.finish();
+}
+
+// Per row of x (rows x cols): max, min and sum (NaN-propagating max/min).
+inline kir::Kernel rowMaxMinSum(int rows, int cols) {
+  KernelBuilder kb("row_max_min_sum");
+  int x = kb.addParam("x", DType::F32, int64_t{rows} * cols, false);
+  int outs[3];
+  for (int i = 0; i < 3; ++i) outs[i] = kb.addParam("o" + std::to_string(i), DType::F32, rows, true);
+  auto v = kb.setOuter({rows});
+  const ReduceOp ops[3] = {ReduceOp::Max, ReduceOp::Min, ReduceOp::Sum};
+  for (int i = 0; i < 3; ++i) {
+    auto r = kb.reductionVars({cols});
+    ExprId body = kb.load(x, kb.add(kb.mul(v[0], kb.i64(cols)), r[0]));
+    kb.addStore(outs[i], v[0], kb.reduce(ops[i], r, body), false);
+  }
+  return kb.finish();
+}
+
 inline std::vector<kir::Kernel> representativeKernels() {
   return {broadcastAdd(), rowSum(), softmaxRows(), argMaxMin(), halfScale(), intSemantics()};
+}
+
+inline kir::Kernel renamed(kir::Kernel k, const std::string& name) {
+  k.name = name;
+  return k;
+}
+
+// One or more kernels of each mapping and vector width (names say which).
+inline std::vector<kir::Kernel> mappingKernels() {
+  return {renamed(broadcastAdd(64, 256), "bcast_add_vec"),
+          renamed(rowBiasAdd(33, 64), "row_bias_vec"),
+          renamed(shiftedCopy(16, 64, 1), "shifted1_vec"),
+          renamed(shiftedCopy(16, 64, 4), "shifted4_vec"),
+          renamed(leakyReluToHalf(4096), "leaky_half_vec"),
+          renamed(halfScale(4096), "half_scale_vec"),
+          renamed(mulOf(DType::F64, 4096), "mul_f64_vec"),
+          renamed(mulOf(DType::BF16, 4096), "mul_bf16_vec"),
+          renamed(mulOf(DType::U8, 4096), "mul_u8_vec"),
+          renamed(mulOf(DType::Bool, 4096), "mul_bool_vec"),
+          renamed(mulOf(DType::I64, 4096), "mul_i64_vec"),
+          renamed(rowSum(8, 8192), "row_sum_block"),
+          renamed(softmaxRows(3, 5000), "softmax_block"),
+          renamed(argMaxMin(6, 5000), "argmax_block"),
+          renamed(rowMaxMinSum(5, 6000), "row_stats_block"),
+          renamed(rowSum(8192, 4), "row_sum_tiny"),
+          renamed(argMaxMin(5000, 5), "argmax_tiny"),
+          renamed(softmaxRows(8192, 16), "softmax_tiny"),
+          renamed(rowMaxMinSum(4096, 8), "row_stats_tiny")};
 }
 
 }  // namespace nnc::codegen::cuda::testing

@@ -103,9 +103,9 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.outputDir, value("--output-dir"));
     } else if (is("--emit")) {
       NNC_ASSIGN_OR_RETURN(o.emit, value("--emit"));
-      if (o.emit != "ir" && o.emit != "fused-ir" && o.emit != "kernel-ir" && o.emit != "llvm" && o.emit != "cuda" &&
-          o.emit != "ptx")
-        return Status::error("--emit expects ir, fused-ir, kernel-ir or llvm, got '" + o.emit +
+      if (o.emit != "ir" && o.emit != "fused-ir" && o.emit != "kernel-ir" && o.emit != "plan" && o.emit != "llvm" &&
+          o.emit != "cuda" && o.emit != "ptx")
+        return Status::error("--emit expects ir, fused-ir, kernel-ir, plan or llvm, got '" + o.emit +
                              "' (or, with --target=cuda, cuda or ptx)");
     } else if (is("--dump-graph")) {
       NNC_ASSIGN_OR_RETURN(o.dumpGraph, value("--dump-graph"));

@@ -57,6 +57,7 @@ int compileCommand(const CommonOptions& o) {
   if (o.emit == "ir") std::cout << report.irBefore;
   if (o.emit == "fused-ir") std::cout << report.irAfter;
   if (o.emit == "kernel-ir") std::cout << report.kernelIr;
+  if (o.emit == "plan") std::cout << report.plan;
   if (o.emit == "llvm") std::cout << report.llvmIr;
   if (o.emit == "cuda") std::cout << report.cudaSource;
   if (o.emit == "ptx") std::cout << report.ptx;
