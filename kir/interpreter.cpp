@@ -423,7 +423,8 @@ class Interpreter {
         break;
       case ExprOp::FloorMod:
         if (y == 0 || (!u && y == -1)) break;
-        r.i = u ? static_cast<int64_t>(ux % uy) : x - floorDiv(x, y) * y;
+        // In uint64: floorDiv(1, INT64_MIN) * INT64_MIN overflows int64 although the result fits.
+        r.i = u ? static_cast<int64_t>(ux % uy) : static_cast<int64_t>(ux - static_cast<uint64_t>(floorDiv(x, y)) * uy);
         break;
       case ExprOp::Pow: {
         double d = std::pow(asDouble(at, a), asDouble(at, b));

@@ -7,12 +7,77 @@
 #include <fstream>
 #include <queue>
 #include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "frontend/onnx/node_context.h"
 
 namespace nnc::onnx {
 
 namespace {
+
+// Protobuf's default recursion limit: it refuses messages nested deeper and says only that parsing
+// failed, so nestingExceeds() below tells the user when that was the reason.
+constexpr int kProtobufNestingLimit = 100;
+
+bool readVarint(std::string_view b, size_t& pos, size_t end, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && pos < end; shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(b[pos++]);
+    v |= uint64_t(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) return true;
+  }
+  return false;
+}
+
+// Reads one field header at pos (and skips a scalar value); for a length-delimited field sets
+// [payload, payloadEnd). False on malformed or group-encoded data (onnx.proto has no groups).
+bool readField(std::string_view b, size_t& pos, size_t end, size_t& payload, size_t& payloadEnd) {
+  uint64_t tag = 0, value = 0;
+  payload = payloadEnd = 0;
+  if (!readVarint(b, pos, end, tag) || (tag >> 3) == 0) return false;
+  switch (tag & 7) {
+    case 0: return readVarint(b, pos, end, value);
+    case 1: return end - pos >= 8 ? (pos += 8, true) : false;
+    case 5: return end - pos >= 4 ? (pos += 4, true) : false;
+    case 2:
+      if (!readVarint(b, pos, end, value) || value > end - pos) return false;
+      payload = pos;
+      payloadEnd = pos += static_cast<size_t>(value);
+      return true;
+    default: return false;
+  }
+}
+
+// Whether length-delimited fields in `b` nest more than `limit` levels below the top message,
+// counting only payloads that are themselves well-formed field sequences (what a nested message
+// looks like; names and raw data rarely do). Iterative: a hostile file cannot overflow the stack.
+bool nestingExceeds(std::string_view b, int limit) {
+  auto wellFormed = [&](size_t pos, size_t end) {
+    size_t p0, p1;
+    while (pos < end)
+      if (!readField(b, pos, end, p0, p1)) return false;
+    return true;
+  };
+  struct Span {
+    size_t pos, end;
+  };
+  std::vector<Span> stack{{0, b.size()}};
+  while (!stack.empty()) {
+    Span& top = stack.back();
+    size_t payload, payloadEnd;
+    if (top.pos >= top.end || !readField(b, top.pos, top.end, payload, payloadEnd)) {
+      stack.pop_back();
+      continue;
+    }
+    if (payloadEnd > payload && wellFormed(payload, payloadEnd)) {
+      stack.push_back({payload, payloadEnd});
+      if (stack.size() > static_cast<size_t>(limit) + 1) return true;
+    }
+  }
+  return false;
+}
 
 std::string nodeLabel(const ::onnx::NodeProto& node) {
   std::string name = node.name();
@@ -32,6 +97,7 @@ class Importer {
     if (!model.has_ir_version()) return Status::error("not an ONNX model (no ir_version)");
     if (!model.has_graph()) return Status::error("model has no graph");
     NNC_RETURN_IF_ERROR(readOpset(model));
+    for (const auto& f : model.functions()) localFunctions_.insert({f.domain(), f.name()});
     const ::onnx::GraphProto& g = model.graph();
     if (g.sparse_initializer_size() > 0)
       return Status::error("sparse initializer '" + g.sparse_initializer(0).values().name() + "' is unsupported");
@@ -228,7 +294,15 @@ class Importer {
   }
 
   Status importNode(const ::onnx::NodeProto& node) {
-    if (node.domain() != "" && node.domain() != "ai.onnx")
+    const bool defaultDomain = node.domain() == "" || node.domain() == "ai.onnx";
+    // Model-local functions (ModelProto.functions) are not expanded, so a call to one, recursive or
+    // not, is refused by name; a built-in op of the same name still imports as the op.
+    if (localFunctions_.count({node.domain(), node.op_type()}) &&
+        !(defaultDomain && (findHandler(node.op_type()) || opFromName(node.op_type()))))
+      return Status::error(nodeLabel(node) + ": calls model-local function '" +
+                           (node.domain().empty() ? "" : node.domain() + ".") + node.op_type() +
+                           "'; model-local functions are unsupported");
+    if (!defaultDomain)
       return Status::error("unsupported operator domain '" + node.domain() + "' (" + nodeLabel(node) + ")");
     // Checked here, not up front: a model may use only other domains (and is rejected for that).
     if (opset_ == 0)
@@ -288,6 +362,10 @@ class Importer {
       neededBinding_ = ctx.neededBinding();
       return ctx.status();
     }
+    // The branch is imported by recursing into it: bound the depth (kMaxSubgraphDepth).
+    if (subgraphDepth_ >= kMaxSubgraphDepth)
+      return Status::error(ctx.prefix() + "subgraphs nested more than " + std::to_string(kMaxSubgraphDepth) +
+                           " levels deep (an If inside the branch of an If ...) are unsupported");
     if (cond->numel() != 1)
       return Status::error(ctx.prefix() + "cond has shape " + cond->shape().str() + ", expected one element");
     const std::string branchName = cond->getInt(0) != 0 ? "then_branch" : "else_branch";
@@ -302,7 +380,9 @@ class Importer {
                            " outputs, expected " + std::to_string(node.output_size()));
     std::map<std::string, Value*> outer = values_;
     NNC_ASSIGN_OR_RETURN(std::vector<int> order, nodeOrder(*branch));
+    ++subgraphDepth_;
     for (int i : order) NNC_RETURN_IF_ERROR(importNode(branch->node(i)));
+    --subgraphDepth_;
     std::vector<Value*> outs;
     for (const auto& vi : branch->output()) {
       auto found = values_.find(vi.name());
@@ -347,6 +427,8 @@ class Importer {
   std::map<std::string, Value*> values_;  // ONNX value name -> IR value
   std::set<Value*> named_;                // values that already carry an ONNX name
   std::string neededBinding_;
+  std::set<std::pair<std::string, std::string>> localFunctions_;  // (domain, name) of ModelProto.functions
+  int subgraphDepth_ = 0;                                          // If branches being imported
 };
 
 }  // namespace
@@ -358,8 +440,13 @@ Expected<std::unique_ptr<Graph>> importModelBytes(const std::string& bytes, cons
     return Status::error(prefix + "model is " + std::to_string(bytes.size()) +
                          " bytes; protobuf limits a model to 2 GiB - 1 (keep the weights in external data files)");
   ::onnx::ModelProto model;
-  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    if (nestingExceeds(bytes, kProtobufNestingLimit))
+      return Status::error(prefix + "not a valid ONNX model (protobuf parse failed: messages are nested more than " +
+                           std::to_string(kProtobufNestingLimit) +
+                           " levels deep, protobuf's limit; e.g. If subgraphs inside subgraphs)");
     return Status::error(prefix + "not a valid ONNX model (protobuf parse failed)");
+  }
   // Each failure that an offered value can fix binds that input and starts over (a handful of
   // passes at most: one per such input).
   ImportOptions effective = options;

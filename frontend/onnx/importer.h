@@ -35,6 +35,11 @@ struct ImportOptions {
 // their weights in external data files.
 inline constexpr int64_t kMaxModelBytes = 0x7fffffff;
 
+// How deep If subgraphs may nest (an If in a branch of an If ...). The importer inlines a taken
+// branch by recursing into it, so the depth must be bounded; real models nest a few levels at most.
+// (Protobuf itself refuses messages nested more than 100 deep, about 33 levels of If.)
+inline constexpr int kMaxSubgraphDepth = 16;
+
 // Errors start with the file name: "model.onnx: node 'conv1' (Conv): ...".
 Expected<std::unique_ptr<Graph>> importModelFile(const std::string& path, const ImportOptions& options = {});
 // `displayName` prefixes errors; external data files are resolved inside `baseDir` (none when

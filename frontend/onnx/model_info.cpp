@@ -1,4 +1,5 @@
 // Cheap questions about a model file that need no import: the names of its real graph inputs.
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -9,6 +10,13 @@
 namespace nnc::onnx {
 
 Expected<std::vector<std::string>> modelInputNames(const std::string& path) {
+  // The size is checked before reading, as importModelFile does: a huge (or sparse) file is refused
+  // at once instead of being read into memory first.
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > static_cast<uint64_t>(kMaxModelBytes))
+    return Status::error(path + ": file is " + std::to_string(size) +
+                         " bytes; protobuf limits a model to 2 GiB - 1 (keep the weights in external data files)");
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::error(path + ": cannot open");
   std::stringstream ss;

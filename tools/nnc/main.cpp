@@ -2,6 +2,9 @@
 // run, test and bench a model.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "passes/pipeline.h"
@@ -20,14 +23,13 @@ const char kUsage[] =
     "  --gpu-arch=sm_90             cuda: the GPU architecture of the cubin (PTX for newer GPUs rides along)\n"
     "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
-    "  --emit=ir|fused-ir|kernel-ir|llvm   print the graph before/after passes, the kernels, or LLVM IR\n"
+    "  --emit=ir|fused-ir|kernel-ir|plan|llvm   print the graph before/after passes, the kernels, the\n"
+    "                               execution plan (buffers, steps, GPU mappings), or LLVM IR\n"
     "  --emit=cuda|ptx              with --target=cuda: print the kernels' CUDA C++ or PTX (needs no GPU)\n"
     "  --dump-graph=FILE.dot        write the fused graph as Graphviz\n"
     "  --time-passes  --print-after-all  --verify-each  --disable-pass=NAME  --threads=N  -v\n";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int runNnc(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     if (argc >= 2) {
@@ -45,4 +47,24 @@ int main(int argc, char** argv) {
   if (first == "test") return nnc::cli::testCommand(*options);
   if (first == "bench") return nnc::cli::benchCommand(*options);
   return nnc::cli::compileCommand(*options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Import and compilation allocate freely (protobuf, tensors, weights, code): a model too big for
+  // the memory this process may use ends here, as a diagnostic and exit status 1 rather than an
+  // abort. Unwinding to here runs the destructors that delete temporary files, and the output file
+  // is only ever renamed into place at the very end, so nothing partial is left behind.
+  try {
+    return runNnc(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return nnc::cli::fail("out of memory (a memory allocation failed: the model needs more memory than this "
+                          "process may use)");
+  } catch (const std::length_error& e) {
+    return nnc::cli::fail(std::string("out of memory (an allocation larger than the address space: ") + e.what() +
+                          ")");
+  } catch (const std::exception& e) {
+    return nnc::cli::fail(std::string("internal error: ") + e.what());
+  }
 }
