@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: unit tests, the ONNX conformance suites at -O0 and -O2
-# (ratcheted against tests/conformance/passing_O*.txt), the real models, the examples, and then the
-# same unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
-# Ends with one line: "N passed, N failed, N skipped" (over both builds).
+# Sets up, builds and runs every test, three ways:
+#   1. build/       Release: unit tests, the ONNX conformance suites at -O0 and -O2 (ratcheted against
+#                   tests/conformance/passing_O*.txt), the real models, the examples, the random-graph
+#                   differential test against ONNX Runtime;
+#   2. build-asan/  Debug with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on): the
+#                   same whole suite again;
+#   3. build-fuzz/  clang-14 libFuzzer targets (ASan+UBSan), each run for NNC_FUZZ_SECONDS (default 60)
+#                   from its seed corpus; a crash fails the run and is saved in fuzz/regressions/.
+# GPU tests skip with the reason where there is no CUDA driver/GPU.
+# Ends with one line: "N passed, N failed, N skipped" (over all three).
+# Environment: NNC_SKIP_SANITIZERS=1 skips 2, NNC_FUZZ_SECONDS=0 skips 3.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -14,14 +21,20 @@ python3 tests/models/make_models.py build/models || { echo "test: real-model gen
 run_ctest() {  # build dir, label regex, junit file
   (cd "$1" && ctest -j"$JOBS" --output-on-failure --timeout 1500 -L "$2" --output-junit "$3") | tail -n 40
 }
+rm -f build/junit.xml build-asan/junit.xml build-fuzz/junit.xml
 run_ctest build '.*' junit.xml
 
 if [ "${NNC_SKIP_SANITIZERS:-0}" != "1" ]; then
   BUILD_TYPE=Debug scripts/setup.sh build-asan -DNNC_SANITIZE=ON || exit 1
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan 'unit' junit.xml
+  ln -sfn ../build/models build-asan/models  # the real models, generated once above
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan '.*' junit.xml
 fi
 
-python3 - build/junit.xml build-asan/junit.xml <<'PY'
+if [ "${NNC_FUZZ_SECONDS:-60}" != "0" ]; then
+  FUZZ_SECONDS=${NNC_FUZZ_SECONDS:-60} FUZZ_JUNIT=build-fuzz/junit.xml scripts/fuzz.sh
+fi
+
+python3 - build/junit.xml build-asan/junit.xml build-fuzz/junit.xml <<'PY'
 import sys, os, xml.etree.ElementTree as ET
 p = f = s = 0
 for path in sys.argv[1:]:

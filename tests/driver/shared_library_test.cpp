@@ -179,10 +179,9 @@ TEST(SharedLibrary, FailedCompileNeverWritesTheOutput) {
   EXPECT_EQ(listDir(dir.path()), std::vector<std::string>{"model.so"});
 }
 
-// Eight threads share one handle; each checks its own results (the handle serialises runs, so
-// the shared arena must never mix two runs' intermediates).
-void hammer(const ModelApi& api, nnc_model* m, const std::string& what) {
-  constexpr int kThreads = 8, kRuns = 40;
+// `threads` threads share one handle, `runs` runs each; each checks its own results (the handle
+// serialises runs, so the shared arena must never mix two runs' intermediates).
+void hammer(const ModelApi& api, nnc_model* m, const std::string& what, int kThreads = 8, int kRuns = 40) {
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -231,6 +230,34 @@ TEST(SharedLibrary, OneHandleFromEightThreads) {
   ASSERT_EQ(api.create(&m, &opts), NNC_OK) << api.lastError();
   hammer(api, m, "model.so handle");
   api.destroy(m);
+}
+
+// The policy under load: concurrent nnc_model_run calls on one handle all succeed (they are
+// serialised), and separate handles of one model.so run at the same time. 16 threads x 250 runs on
+// one handle, then 4 handles with 4 threads each, every result checked against float64.
+TEST(SharedLibrary, ManyThreadsManyRunsOnOneHandleAndOnSeveral) {
+  ScratchDir dir;
+  const std::string so = dir.path() + "/stress.so";
+  CompileOptions o0 = options();
+  o0.optLevel = 0;
+  auto g = denseGraph(64);
+  ASSERT_TRUE(compileToSharedLibrary(*g, o0, so).isOk());
+  ModelApi api;
+  std::string error;
+  ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
+  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_model* m = nullptr;
+  ASSERT_EQ(api.create(&m, &opts), NNC_OK) << api.lastError();
+  hammer(api, m, "one handle, 16 threads", /*threads=*/16, /*runs=*/250);
+  api.destroy(m);
+
+  std::vector<nnc_model*> handles(4, nullptr);
+  for (nnc_model*& h : handles) ASSERT_EQ(api.create(&h, &opts), NNC_OK) << api.lastError();
+  std::vector<std::thread> perHandle;
+  for (size_t i = 0; i < handles.size(); ++i)
+    perHandle.emplace_back([&, i] { hammer(api, handles[i], "handle " + std::to_string(i), 4, 100); });
+  for (std::thread& t : perHandle) t.join();
+  for (nnc_model* h : handles) api.destroy(h);
 }
 
 size_t residentBytes() {
