@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "ir/op_kind.h"
 #include "ir/status.h"
 #include "kir/kernel_ir.h"
+#include "runtime/gemm.h"
 
 namespace nnc {
 
@@ -116,6 +118,10 @@ struct OpDef {
   bool dependsOnlyOnShapes = false;
   // Contracts on input data checked at run time (see IndexCheck); empty for most ops.
   std::function<std::vector<IndexCheck>(const Node&)> indexChecks;
+  // The node as one library GEMM call (runtime/gemm.h, without epilogue) when its shapes and dtype
+  // allow one, for targets that call a GEMM library (cuda: cuBLASLt); nullopt otherwise, and the node
+  // is lowered to a kernel as on every other target. Absent for ops that are never a GEMM.
+  std::function<std::optional<rt::GemmParams>(const Node&)> asGemm;
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
 };

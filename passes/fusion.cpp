@@ -10,6 +10,10 @@
 //      elementwise and data-movement producers; anchors that re-read inputs many times (MatMul,
 //      Conv, pools, ...) take only pure data movement, so no arithmetic is recomputed per MAC.
 // A producer with several users is materialised once (no duplication yet).
+// With FusionOptions::libraryGemm, a MatMul that becomes a library call takes no prologue, and as
+// epilogue only an f32 bias Add over its columns (what cuBLASLt fuses exactly); the rest of a
+// pointwise chain after it becomes the next kernel. (cuBLASLt's Relu epilogue is not used: it turns
+// NaN into 0 where ONNX's Relu keeps NaN.)
 #include "passes/fusion.h"
 
 #include <map>
@@ -53,6 +57,7 @@ class Partitioner {
     parent_.resize(nodes_.size());
     std::iota(parent_.begin(), parent_.end(), 0);
     anchorOf_.assign(nodes_.size(), -1);
+    gemmHasBias_.assign(nodes_.size(), false);
     onlyDataMovement_.assign(nodes_.size(), true);
     for (size_t i = 0; i < nodes_.size(); ++i) {
       FusionClass fc = opFusionClass(nodes_[i]->op());
@@ -110,6 +115,22 @@ class Partitioner {
     return count;
   }
 
+  bool anchoredByLibraryGemm(int g) { return anchorOf_[g] >= 0 && isLibraryGemm(*nodes_[anchorOf_[g]], options_); }
+
+  // What a library GEMM's group can take next as its epilogue: one f32 bias.
+  FusionDecision canBeGemmEpilogue(const Node* n, const Value* in, int g) {
+    if (n->op() != OpKind::Add || gemmHasBias_[g] || in->dtype() != DType::F32)
+      return FusionDecision::no("cuBLASLt's epilogue is an f32 bias; this op runs as the next kernel");
+    const Node& mm = *nodes_[anchorOf_[g]];
+    const Value* bias = n->input(0) == in ? n->input(1) : n->input(0);
+    const Shape& s = bias->shape();
+    const int64_t columns = opDef(mm.op()).asGemm(mm)->n;
+    bool isRowVector = bias != in && bias->dtype() == in->dtype() && s.rank() >= 1 && s.rank() <= in->shape().rank() &&
+                       mm.input(1)->shape().rank() >= 2 && s.dims().back() == columns;
+    for (int i = 0; i + 1 < s.rank(); ++i) isRowVector = isRowVector && s[i] == 1;
+    return isRowVector ? FusionDecision::yes() : FusionDecision::no("not a bias over the product's columns");
+  }
+
   FusionDecision canBeEpilogue(const Node* n, const Value* in) {
     if (opFusionClass(n->op()) != FusionClass::Elementwise) return FusionDecision::no("not elementwise");
     if (n->numOutputs() != 1) return FusionDecision::no("several outputs");
@@ -121,6 +142,7 @@ class Partitioner {
       return FusionDecision::no("'" + in->name() + "' has other users");
     if (in->shape() != n->output(0)->shape()) return FusionDecision::no("broadcasts the anchor's result");
     if (liveResults(g) != 1) return FusionDecision::no("anchor group has several results");
+    if (anchoredByLibraryGemm(g)) return canBeGemmEpilogue(n, in, g);
     return FusionDecision::yes();
   }
 
@@ -132,7 +154,9 @@ class Partitioner {
         if (in->producer() && anchorOf_[groupOf(in->producer())] >= 0) reject(n, "no epilogue fusion: " + d.reason);
         continue;
       }
-      merge(groupOf(in->producer()), groupOf(n));
+      const int g = groupOf(in->producer());
+      if (anchoredByLibraryGemm(g)) gemmHasBias_[g] = true;
+      merge(g, groupOf(n));
       return;
     }
   }
@@ -149,6 +173,7 @@ class Partitioner {
       return FusionDecision::no("'" + in->name() + "' has several users (not duplicated)");
     if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
     const int anchor = anchorOf_[cg];
+    if (anchoredByLibraryGemm(cg)) return FusionDecision::no("the library GEMM reads its operands from memory");
     if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])
       return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
     return FusionDecision::yes();
@@ -173,9 +198,16 @@ class Partitioner {
   std::vector<int> parent_;
   std::vector<int> anchorOf_;            // per root: the anchor node index, or -1
   std::vector<bool> onlyDataMovement_;   // per root: the group is injective ops only
+  std::vector<bool> gemmHasBias_;        // per root anchored by a library GEMM: its bias is fused
 };
 
 }  // namespace
+
+bool isLibraryGemm(const Node& n, const FusionOptions& options) {
+  if (!options.libraryGemm) return false;
+  const OpDef& def = opDef(n.op());
+  return def.asGemm && def.asGemm(n).has_value();
+}
 
 std::vector<KernelGroup> partitionIntoKernels(const Graph& graph, const FusionOptions& options) {
   return Partitioner(graph, options).run();

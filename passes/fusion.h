@@ -21,8 +21,15 @@ struct FusionDecision {
 
 struct FusionOptions {
   bool enabled = true;               // false: one group per node (-O0, eager)
+  // A MatMul that OpDef::asGemm describes becomes a library call (the cuda target's cuBLASLt): its
+  // group takes no prologue (the library reads its operands from memory) and only the epilogue the
+  // library applies itself: an f32 Add of a bias over the product's columns.
+  bool libraryGemm = false;
   std::ostream* debugLog = nullptr;  // receives one line per rejected candidate
 };
+
+// Whether `n` is a library GEMM under `options` (the partitioner and the plan builder agree on it).
+bool isLibraryGemm(const Node& n, const FusionOptions& options);
 
 // Groups in execution order; every node is in exactly one group. Opaque nodes are alone.
 // Boundaries (inputs/outputs) are filled in.

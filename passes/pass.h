@@ -17,6 +17,8 @@ Expected<bool> eliminateCommonSubexpressions(Graph& graph);
 Expected<bool> foldConstants(Graph& graph);
 // Local algebraic clean-ups: identities, casts to the same type, reshape/transpose chains.
 Expected<bool> simplify(Graph& graph);
+// cuda: group-1 Conv as Im2Col + MatMul (a cuBLASLt GEMM) + Reshape (+ bias Add).
+Expected<bool> convToGemm(Graph& graph);
 // Gives every graph output its own computed value (an Identity copy for outputs that are graph
 // inputs, constants, or listed twice), so the runtime can write each output buffer once.
 Expected<bool> materializeOutputs(Graph& graph);

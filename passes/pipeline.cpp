@@ -17,19 +17,22 @@ struct PipelineEntry {
   const char* name;
   PassFn run;
   int minOptLevel;
-  bool toFixpoint;  // repeat while it reports a change (bounded)
+  bool toFixpoint;     // repeat while it reports a change (bounded)
+  const char* target;  // the only target it runs for, or nullptr for every target
   const char* description;
 };
 
 // clang-format off
 constexpr PipelineEntry kPipeline[] = {
+  // Target lowering first (at every level: -O0's eager runs use the same library calls).
+  {"conv-to-gemm",       convToGemm,                    0, false, "cuda", "group-1 Conv as Im2Col + MatMul (cuBLASLt) + bias Add"},
   // Clean-ups first, so folding and CSE see canonical forms.
-  {"simplify",           simplify,                      1, true,  "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
-  {"fold-constants",     foldConstants,                 1, false, "evaluate nodes whose inputs are constants (reference evaluator)"},
-  {"cse",                eliminateCommonSubexpressions, 1, false, "merge identical nodes"},
-  {"dce",                eliminateDeadCode,             0, false, "remove nodes whose results are unused"},
+  {"simplify",           simplify,                      1, true,  nullptr, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
+  {"fold-constants",     foldConstants,                 1, false, nullptr, "evaluate nodes whose inputs are constants (reference evaluator)"},
+  {"cse",                eliminateCommonSubexpressions, 1, false, nullptr, "merge identical nodes"},
+  {"dce",                eliminateDeadCode,             0, false, nullptr, "remove nodes whose results are unused"},
   // Last: the runtime's contract for outputs (every -O level).
-  {"materialize-outputs", materializeOutputs,           0, false, "copy outputs that alias inputs, constants or other outputs"},
+  {"materialize-outputs", materializeOutputs,           0, false, nullptr, "copy outputs that alias inputs, constants or other outputs"},
 };
 // clang-format on
 
@@ -43,9 +46,9 @@ bool disabled(const PipelineOptions& o, const char* name) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> listPasses() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const PipelineEntry& e : kPipeline) out.emplace_back(e.name, e.description);
+std::vector<PassInfo> listPasses() {
+  std::vector<PassInfo> out;
+  for (const PipelineEntry& e : kPipeline) out.push_back({e.name, e.description, e.target ? e.target : ""});
   return out;
 }
 
@@ -63,6 +66,7 @@ Status runPipeline(Graph& graph, const PipelineOptions& options) {
   if (options.verifyEachPass) NNC_RETURN_IF_ERROR(verifyGraph(graph).withContext("before the pipeline: "));
   for (const PipelineEntry& e : kPipeline) {
     if (options.optLevel < e.minOptLevel || disabled(options, e.name)) continue;
+    if (e.target && options.target != e.target) continue;
     const auto start = std::chrono::steady_clock::now();
     bool changedAtAll = false;
     for (int round = 0; round < (e.toFixpoint ? kMaxFixpointRounds : 1); ++round) {

@@ -12,6 +12,7 @@ namespace nnc::passes {
 
 struct PipelineOptions {
   int optLevel = 2;
+  std::string target = "cpu";               // passes marked for one target run only for it
   std::vector<std::string> disabledPasses;  // --disable-pass=NAME
   bool printAfterAll = false;               // print the graph after each pass that changed it
   bool timePasses = false;
@@ -19,15 +20,14 @@ struct PipelineOptions {
   std::ostream* log = nullptr;
 };
 
-struct PassEntry {
-  const char* name;
-  const char* description;
-  int minOptLevel;
-  bool (*enabledFor)(int optLevel);
+struct PassInfo {
+  std::string name;
+  std::string description;
+  std::string target;  // the only target the pass runs for; empty: every target
 };
 
-// The names and descriptions of all passes, in pipeline order (for --help and tests).
-std::vector<std::pair<std::string, std::string>> listPasses();
+// Every pass, in pipeline order (for --help, --disable-pass and tests).
+std::vector<PassInfo> listPasses();
 Status runPipeline(Graph& graph, const PipelineOptions& options);
 
 }  // namespace nnc::passes

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/ops/common.h"
+#include "ir/ops/window.h"
 
 namespace nnc {
 namespace {
@@ -19,23 +20,24 @@ namespace {
 using kir::ExprId;
 using kir::ExprOp;
 using kir::KernelBuilder;
+using kir::ElementGen;
 using kir::ReduceOp;
+using ops::ceilDiv;
+using ops::computeWindow;
+using ops::floorDiv;
+using ops::listStr;
+using ops::readAutoPad;
+using ops::readSpatialInts;
+using ops::spatialDims;
+using ops::tapCount;
+using ops::Taps;
+using ops::Window;
+using ops::windowAttrs;
+using ops::windowTaps;
 
 // --- small helpers
 
-std::string listStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 std::string typeStr(DType t) { return std::string(dtypeName(t)); }
-
-int64_t floorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 
 Status requireFloat(const InferContext& ctx, int input) {
   if (isFloat(ctx.inType(input))) return Status::ok();
@@ -112,6 +114,36 @@ std::vector<AnchorOutput> lowerMatMul(LowerContext& ctx) {
   if (!d.bVector) bi.push_back(out.back());
   ExprId body = kb.mul(ctx.inputs[0](ai), ctx.inputs[1](bi));
   return single(out, kb.reduce(ReduceOp::Sum, kv, body));
+}
+
+// MatMul as one batched GEMM call: f32 or f64, and each operand's batch dims either all 1 (the same
+// matrix for every batch, stride 0) or equal to the output's (contiguous matrices). A batch that only
+// partly broadcasts ([2, 1] against [1, 3]) has no single stride: the MatMul stays a kernel.
+std::optional<rt::GemmParams> matmulAsGemm(const Node& node) {
+  const DType t = node.output(0)->dtype();
+  if (t != DType::F32 && t != DType::F64) return std::nullopt;
+  MatMulDims d;
+  if (!matmulDims(node.input(0)->shape(), node.input(1)->shape(), &d).isOk()) return std::nullopt;
+  if (d.m < 1 || d.n < 1 || d.k < 1 || d.batch.numel() < 1) return std::nullopt;
+  rt::GemmParams p;
+  p.dtype = dtypeToOnnx(t);
+  p.batch = d.batch.numel();
+  p.m = d.m;
+  p.n = d.n;
+  p.k = d.k;
+  auto stride = [&](const Shape& own, int64_t matrix) -> std::optional<int64_t> {
+    if (own.numel() == 1) return 0;
+    std::vector<int64_t> padded(static_cast<size_t>(d.batch.rank() - own.rank()), 1);
+    padded.insert(padded.end(), own.dims().begin(), own.dims().end());
+    if (Shape(padded) != d.batch) return std::nullopt;
+    return matrix;
+  };
+  std::optional<int64_t> sa = stride(d.aBatch, d.m * d.k), sb = stride(d.bBatch, d.k * d.n);
+  if (!sa || !sb) return std::nullopt;
+  p.strideA = *sa;
+  p.strideB = *sb;
+  p.strideC = d.m * d.n;
+  return p;
 }
 
 // ================================================================================================
@@ -298,123 +330,6 @@ std::vector<AnchorOutput> lowerEinsum(LowerContext& ctx) {
 }
 
 // ================================================================================================
-// Sliding windows (Conv and the pools): geometry from the attributes, per the ONNX formulas.
-
-struct Window {
-  std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
-  int rank() const { return static_cast<int>(in.size()); }
-  int64_t extent(int i) const { return (kernel[i] - 1) * dilations[i] + 1; }
-};
-
-Status readSpatialInts(const Attributes& attrs, const std::string& name, size_t count, int64_t fallback,
-                       int64_t minValue, std::vector<int64_t>* out) {
-  *out = attrs.getInts(name, std::vector<int64_t>(count, fallback));
-  if (out->size() != count)
-    return Status::error(name + " has " + std::to_string(out->size()) + " values, expected " + std::to_string(count));
-  for (int64_t v : *out)
-    if (v < minValue)
-      return Status::error(name + " must be " + (minValue == 0 ? "non-negative" : "positive") + ", got " +
-                           listStr(*out));
-  return Status::ok();
-}
-
-Status readAutoPad(const Attributes& attrs, std::string* autoPad) {
-  *autoPad = attrs.getString("auto_pad");
-  if (*autoPad == "NOTSET" || *autoPad == "SAME_UPPER" || *autoPad == "SAME_LOWER" || *autoPad == "VALID")
-    return Status::ok();
-  return Status::error("auto_pad '" + *autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
-}
-
-// Geometry of a conv or pool over spatial dims `in` with `kernel`. Reads strides, dilations, pads,
-// auto_pad and (for pools) ceil_mode. Messages carry no node prefix.
-Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vector<int64_t> kernel, Window* w) {
-  const size_t n = in.size();
-  w->in = std::move(in);
-  w->kernel = std::move(kernel);
-  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "strides", n, 1, 1, &w->strides));
-  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "dilations", n, 1, 1, &w->dilations));
-  std::vector<int64_t> pads;
-  NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "pads", 2 * n, 0, 0, &pads));
-  std::string autoPad;
-  NNC_RETURN_IF_ERROR(readAutoPad(attrs, &autoPad));
-  const bool ceilMode = attrs.has("ceil_mode") && attrs.getInt("ceil_mode") != 0;
-  if (autoPad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
-    return Status::error("pads " + listStr(pads) + " cannot be combined with auto_pad " + autoPad);
-  w->padBegin.assign(n, 0);
-  w->padEnd.assign(n, 0);
-  w->out.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const int ii = static_cast<int>(i);
-    const int64_t in = w->in[i], s = w->strides[i], dk = w->extent(ii);
-    if (w->kernel[i] < 1) return Status::error("kernel size must be positive, got " + listStr(w->kernel));
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      w->out[i] = ceilDiv(in, s);
-      const int64_t total = std::max<int64_t>(0, (w->out[i] - 1) * s + dk - in);
-      // The odd extra pad goes at the end for SAME_UPPER, at the beginning for SAME_LOWER.
-      w->padBegin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      w->padEnd[i] = total - w->padBegin[i];
-      continue;
-    }
-    if (autoPad == "NOTSET") {
-      w->padBegin[i] = pads[i];
-      w->padEnd[i] = pads[n + i];
-    }
-    const int64_t padded = in + w->padBegin[i] + w->padEnd[i];
-    if (dk > padded)
-      return Status::error("kernel extent " + std::to_string(dk) + " on spatial axis " + std::to_string(i) +
-                           " is larger than the padded input (" + std::to_string(padded) + ")");
-    if (ceilMode) {
-      w->out[i] = ceilDiv(padded - dk, s) + 1;
-      // A window that would start in the end padding is dropped (as PyTorch and ONNX Runtime do).
-      if ((w->out[i] - 1) * s >= in + w->padBegin[i]) --w->out[i];
-    } else {
-      w->out[i] = (padded - dk) / s + 1;
-    }
-  }
-  return Status::ok();
-}
-
-std::vector<int64_t> spatialDims(const Shape& s) { return std::vector<int64_t>(s.dims().begin() + 2, s.dims().end()); }
-
-// Input coordinates of window tap `k` at output position `o` along each spatial axis, clamped into
-// range for the load, and whether all of them are inside the input. Bounds that cannot be crossed
-// (no padding on that side, windows ending inside) are not tested.
-struct Taps {
-  std::vector<ExprId> coord, clamped;
-  ExprId valid;
-};
-
-Taps windowTaps(KernelBuilder& kb, const Window& w, const std::vector<ExprId>& o, const std::vector<ExprId>& k) {
-  Taps taps;
-  taps.valid = kb.boolean(true);
-  for (int i = 0; i < w.rank(); ++i) {
-    ExprId c =
-        kb.add(kb.sub(kb.mul(o[i], kb.i64(w.strides[i])), kb.i64(w.padBegin[i])), kb.mul(k[i], kb.i64(w.dilations[i])));
-    taps.coord.push_back(c);
-    const int64_t lowest = -w.padBegin[i];
-    const int64_t highest = (w.out[i] - 1) * w.strides[i] - w.padBegin[i] + (w.kernel[i] - 1) * w.dilations[i];
-    if (lowest < 0) taps.valid = kb.logicalAnd(taps.valid, kb.le(kb.i64(0), c));
-    if (highest >= w.in[i]) taps.valid = kb.logicalAnd(taps.valid, kb.lt(c, kb.i64(w.in[i])));
-    taps.clamped.push_back(lowest < 0 || highest >= w.in[i] ? kb.clamp(c, 0, w.in[i] - 1) : c);
-  }
-  return taps;
-}
-
-// Number of taps along axis i of the window at output position `o` whose coordinate lies in
-// [lo, hi): the closed form of counting k in [0, K) with lo <= o*s - pb + k*d < hi.
-ExprId tapCount(KernelBuilder& kb, const Window& w, int i, ExprId o, int64_t lo, int64_t hi) {
-  const int64_t s = w.strides[i], d = w.dilations[i], pb = w.padBegin[i], kk = w.kernel[i];
-  const int64_t lowest = -pb, highest = (w.out[i] - 1) * s - pb + (kk - 1) * d;
-  if (lowest >= lo && highest < hi) return kb.i64(kk);
-  ExprId base = kb.sub(kb.mul(o, kb.i64(s)), kb.i64(pb));
-  // kmin = ceil((lo - base) / d) = -floor((base - lo) / d); kmax = floor((hi - 1 - base) / d).
-  ExprId kmin =
-      kb.max(kb.i64(0), kb.unary(ExprOp::Neg, kb.binary(ExprOp::FloorDiv, kb.sub(base, kb.i64(lo)), kb.i64(d))));
-  ExprId kmax = kb.min(kb.i64(kk - 1), kb.binary(ExprOp::FloorDiv, kb.sub(kb.i64(hi - 1), base), kb.i64(d)));
-  return kb.max(kb.i64(0), kb.add(kb.sub(kmax, kmin), kb.i64(1)));
-}
-
-// ================================================================================================
 // Conv: Y[n, m, o...] = B[m] + sum over (c, k...) of X[n, g*C/group + c, o*s - pb + k*d] * W[m, c, k...].
 
 struct ConvGeometry {
@@ -491,6 +406,63 @@ std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
   ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
   if (ctx.hasInput(2)) value = kb.add(value, ctx.inputs[2]({m}));
   return single(out, value);
+}
+
+// ================================================================================================
+// Im2Col (nnc-internal, from passes/conv_to_gemm.cpp): the patches a Conv with the same attributes
+// would multiply, as the columns of a matrix per image:
+//   Y[n, c*K + kk, p] = X[n, c, o*s - pb + k*d]  (0 where that lies in the padding)
+// with K = prod(kernel_shape), kk the row-major flat index of the tap k, p that of the output position
+// o. So Conv(X, W) = Reshape(MatMul(Reshape(W, [M, C*K]), Im2Col(X)), [N, M, out...]) for group 1.
+
+Status im2colWindow(const Node& node, Window* w) {
+  const Shape& x = node.input(0)->shape();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+  const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
+  if (static_cast<int>(kernel.size()) != x.rank() - 2)
+    return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
+                         std::to_string(x.rank() - 2));
+  return computeWindow(node.attrs(), spatialDims(x), kernel, w);
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t d : v) p *= d;
+  return p;
+}
+
+OpDef im2colDef() {
+  OpDef d;
+  d.kind = OpKind::Im2Col;
+  std::vector<AttrSpec> attrs = windowAttrs();
+  attrs.push_back(ops::requiredAttr("kernel_shape", AttrKind::Ints));
+  d.attrs = std::move(attrs);
+  d.infer = [](InferContext& ctx) -> Status {
+    Window w;
+    if (Status s = im2colWindow(ctx.node(), &w); !s) return ctx.error(s.message());
+    const Shape& x = ctx.inShape(0);
+    ctx.setOutput(0, ctx.inType(0), Shape({x[0], x[1] * product(w.kernel), product(w.out)}));
+    return Status::ok();
+  };
+  d.lowerElement = [](LowerContext& ctx) -> std::vector<ElementGen> {
+    KernelBuilder* kb = &ctx.kb;
+    Window w;
+    NNC_CHECK(im2colWindow(ctx.node, &w).isOk(), "Im2Col lowered without inference");
+    const int64_t taps = product(w.kernel);
+    ElementGen x = ctx.inputs[0];
+    return {[=](const std::vector<ExprId>& idx) {
+      const ExprId c = kb->binary(ExprOp::FloorDiv, idx[1], kb->i64(taps));
+      const std::vector<ExprId> k = kb->unflatten(kb->binary(ExprOp::FloorMod, idx[1], kb->i64(taps)), Shape(w.kernel));
+      const std::vector<ExprId> o = kb->unflatten(idx[2], Shape(w.out));
+      const Taps t = windowTaps(*kb, w, o, k);
+      std::vector<ExprId> xi = {idx[0], c};
+      xi.insert(xi.end(), t.clamped.begin(), t.clamped.end());
+      const ExprId v = x(xi);
+      return kb->select(t.valid, v, kb->constant(kb->dtypeOf(v), 0));
+    }};
+  };
+  return d;
 }
 
 // ================================================================================================
@@ -960,11 +932,6 @@ std::vector<int64_t> encodeTopK(const Node& node) {
 // ================================================================================================
 // Attribute schemas.
 
-std::vector<AttrSpec> windowAttrs() {
-  return {ops::attrString("auto_pad", "NOTSET"), ops::optionalAttr("dilations", AttrKind::Ints),
-          ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)};
-}
-
 std::vector<AttrSpec> poolAttrs(std::vector<AttrSpec> extra) {
   std::vector<AttrSpec> a = windowAttrs();
   a.push_back(ops::attrInt("ceil_mode", 0));
@@ -988,13 +955,16 @@ OpDef anchor(OpKind kind, int minIn, int maxIn, std::vector<AttrSpec> attrs, std
 }  // namespace
 
 void defineNnOps(OpRegistry& r) {
-  r.define(anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul));
+  OpDef matmul = anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul);
+  matmul.asGemm = matmulAsGemm;
+  r.define(matmul);
   r.define(anchor(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)}, inferEinsum, lowerEinsum));
 
   std::vector<AttrSpec> convAttrs = windowAttrs();
   convAttrs.push_back(ops::attrInt("group", 1));
   convAttrs.push_back(ops::optionalAttr("kernel_shape", AttrKind::Ints));
   r.define(anchor(OpKind::Conv, 2, 3, convAttrs, inferConv, lowerConv));
+  r.define(im2colDef());
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
   r.define(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose));

@@ -102,6 +102,96 @@ TEST(Fusion, ArithmeticIsNotInlinedIntoAConv) {
 
 TEST(Fusion, DataMovementIsInlinedIntoAMatMul) { EXPECT_EQ(partition(kTransposeIntoMatMul), "t y"); }
 
+// --- libraryGemm (the cuda target: MatMuls as cuBLASLt calls) -------------------------------------
+
+FusionOptions libraryGemm(std::ostream* log = nullptr) {
+  FusionOptions o;
+  o.libraryGemm = true;
+  o.debugLog = log;
+  return o;
+}
+
+TEST(Fusion, LibraryGemmTakesAnF32BiasAsItsEpilogue) {
+  EXPECT_EQ(partition(kMatMulBiasRelu, libraryGemm()), "m a | y");
+  // The bias may come first in the Add, and have leading 1s.
+  EXPECT_EQ(partition("graph(%x: f32[2x4x16], %w: f32[16x8], %b: f32[1x1x8]) -> (%y: f32[2x4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[2x4x8]\n"
+                      "  %y = Add(%b, %m) : f32[2x4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m y");
+  // cuBLASLt's bias epilogue is used for f32 only.
+  EXPECT_EQ(partition("graph(%x: f64[4x16], %w: f64[16x8], %b: f64[8]) -> (%y: f64[4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f64[4x8]\n"
+                      "  %y = Add(%m, %b) : f64[4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m | y");
+}
+
+TEST(Fusion, LibraryGemmLeavesTheRestOfTheEpilogueToTheNextKernel) {
+  std::ostringstream log;
+  // MatMul + bias + Relu + Sigmoid: Relu and Sigmoid are the next kernel (cuBLASLt's Relu would turn
+  // NaN into 0).
+  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %b: f32[8]) -> (%y: f32[4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
+                      "  %a = Add(%m, %b) : f32[4x8]\n"
+                      "  %r = Relu(%a) : f32[4x8]\n"
+                      "  %y = Sigmoid(%r) : f32[4x8]\n"
+                      "}\n",
+                      libraryGemm(&log)),
+            "m a | r y");
+  EXPECT_NE(log.str().find("fusion: r: no epilogue fusion: cuBLASLt's epilogue is an f32 bias; this op runs as "
+                           "the next kernel"),
+            std::string::npos)
+      << log.str();
+  // A full-matrix Add (a residual) is not a bias; Relu before the bias cannot take it either.
+  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %z: f32[4x8]) -> (%y: f32[4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
+                      "  %y = Add(%m, %z) : f32[4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m | y");
+  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %b: f32[8]) -> (%y: f32[4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
+                      "  %r = Relu(%m) : f32[4x8]\n"
+                      "  %y = Add(%r, %b) : f32[4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m | r y");
+  // A bias over the rows ([4x1]) is not cuBLASLt's bias either.
+  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %b: f32[4x1]) -> (%y: f32[4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
+                      "  %y = Add(%m, %b) : f32[4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m | y");
+}
+
+TEST(Fusion, LibraryGemmTakesNoPrologue) {
+  std::ostringstream log;
+  EXPECT_EQ(partition(kTransposeIntoMatMul, libraryGemm(&log)), "t | y");
+  EXPECT_NE(log.str().find("fusion: y: not inlining t: the library GEMM reads its operands from memory"),
+            std::string::npos)
+      << log.str();
+}
+
+TEST(Fusion, MatMulsThatAreNoLibraryGemmFuseAsKernels) {
+  // Integer MatMul, and batch dims that only partly broadcast: kernels, with the usual epilogue.
+  EXPECT_EQ(partition("graph(%x: i32[4x16], %w: i32[16x8]) -> (%y: i32[4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : i32[4x8]\n"
+                      "  %y = Neg(%m) : i32[4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m y");
+  EXPECT_EQ(partition("graph(%x: f32[2x1x4x16], %w: f32[1x3x16x8]) -> (%y: f32[2x3x4x8]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[2x3x4x8]\n"
+                      "  %y = Neg(%m) : f32[2x3x4x8]\n"
+                      "}\n",
+                      libraryGemm()),
+            "m y");
+}
+
 TEST(Fusion, SoftmaxTakesAPointwisePrologue) { EXPECT_EQ(partition(kSoftmaxPrologue), "m t y"); }
 
 TEST(Fusion, OpaqueTopKIsAlone) {

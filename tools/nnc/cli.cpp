@@ -113,7 +113,7 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--disable-pass"));
       // A misspelt name would otherwise disable nothing, silently.
       bool known = false;
-      for (const auto& entry : passes::listPasses()) known |= entry.first == v;
+      for (const passes::PassInfo& p : passes::listPasses()) known |= p.name == v;
       if (!known) return Status::error("--disable-pass: unknown pass '" + v + "' (nnc --help lists the passes)");
       o.compile.disabledPasses.push_back(v);
     } else if (is("--expect-pass")) {

@@ -34,8 +34,9 @@ int runNnc(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     if (argc >= 2) {
       std::puts("passes (in pipeline order):");
-      for (const auto& [name, description] : nnc::passes::listPasses())
-        std::printf("  %-20s %s\n", name.c_str(), description.c_str());
+      for (const nnc::passes::PassInfo& p : nnc::passes::listPasses())
+        std::printf("  %-20s %s%s\n", p.name.c_str(), p.target.empty() ? "" : ("(" + p.target + " only) ").c_str(),
+                    p.description.c_str());
     }
     return argc < 2 ? 2 : 0;
   }

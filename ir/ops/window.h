@@ -1,0 +1,53 @@
+// Sliding windows (Conv, the pools, Im2Col): geometry from the attributes per the ONNX formulas, and
+// the kernel-IR index arithmetic of window taps. Shared by ir/ops/nn.cpp and ir/ops/im2col.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/ops/common.h"
+
+namespace nnc::ops {
+
+struct Window {
+  std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
+  int rank() const { return static_cast<int>(in.size()); }
+  int64_t extent(int i) const { return (kernel[i] - 1) * dilations[i] + 1; }
+};
+
+// "[1, 2, 3]".
+std::string listStr(const std::vector<int64_t>& v);
+int64_t floorDiv(int64_t a, int64_t b);
+int64_t ceilDiv(int64_t a, int64_t b);
+
+// Reads `count` ints (each >= minValue) of attribute `name`, `fallback` each when absent.
+Status readSpatialInts(const Attributes& attrs, const std::string& name, size_t count, int64_t fallback,
+                       int64_t minValue, std::vector<int64_t>* out);
+// auto_pad, checked to be one of ONNX's values.
+Status readAutoPad(const Attributes& attrs, std::string* autoPad);
+
+// The attributes every window op has: auto_pad, dilations, pads, strides.
+std::vector<AttrSpec> windowAttrs();
+
+// Geometry of a conv or pool over spatial dims `in` with `kernel`. Reads strides, dilations, pads,
+// auto_pad and (for pools) ceil_mode. Messages carry no node prefix.
+Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vector<int64_t> kernel, Window* w);
+
+// The dims after N and C.
+std::vector<int64_t> spatialDims(const Shape& s);
+
+// Input coordinates of window tap `k` at output position `o` along each spatial axis, clamped into
+// range for the load, and whether all of them are inside the input. Bounds that cannot be crossed
+// (no padding on that side, windows ending inside) are not tested.
+struct Taps {
+  std::vector<kir::ExprId> coord, clamped;
+  kir::ExprId valid;
+};
+Taps windowTaps(kir::KernelBuilder& kb, const Window& w, const std::vector<kir::ExprId>& o,
+                const std::vector<kir::ExprId>& k);
+
+// Number of taps along axis i of the window at output position `o` whose coordinate lies in
+// [lo, hi): the closed form of counting k in [0, K) with lo <= o*s - pb + k*d < hi.
+kir::ExprId tapCount(kir::KernelBuilder& kb, const Window& w, int i, kir::ExprId o, int64_t lo, int64_t hi);
+
+}  // namespace nnc::ops

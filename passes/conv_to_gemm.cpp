@@ -1,0 +1,108 @@
+// Conv as a GEMM, for targets that call a GEMM library (cuda: cuBLASLt). A Conv with group 1 in f32
+// or f64 becomes
+//   cols = Im2Col(X)                  [N, C*K, P]    (K taps per channel, P output positions)
+//   prod = MatMul(W as [M, C*K], cols) [N, M, P]      one batched GEMM, W shared by every image
+//   Y    = Reshape(prod, [N, M, out...]), then Add(Y, B as [M, 1, ...]) when there is a bias
+// A 1x1 Conv with unit strides and no padding needs no Im2Col: X reshaped to [N, C, P] is already the
+// column matrix. Constant W and B are reshaped here (no node). Grouped Convs (depthwise ones above
+// all) stay kernels: as GEMMs they would be many tiny ones.
+//
+// The fusion policy then makes the MatMul a library call and the Reshape, the bias Add and whatever
+// pointwise ops follow one kernel (or inlines them into the next Conv's Im2Col).
+#include "ir/builder.h"
+#include "passes/pass.h"
+
+namespace nnc::passes {
+
+namespace {
+
+bool isPointwiseConv(const Node& conv, int spatialRank) {
+  const Attributes& a = conv.attrs();
+  const Shape& w = conv.input(1)->shape();
+  for (int i = 0; i < spatialRank; ++i)
+    if (w[2 + i] != 1) return false;
+  auto allEqual = [&](const char* name, int64_t value) {
+    for (int64_t v : a.getInts(name, {})) {
+      if (v != value) return false;
+    }
+    return true;
+  };
+  const std::string autoPad = a.has("auto_pad") ? a.getString("auto_pad") : "NOTSET";
+  return allEqual("strides", 1) && allEqual("pads", 0) && (autoPad == "NOTSET" || autoPad == "VALID");
+}
+
+// `v` with shape `dims`: a reshaped constant, or a Reshape node inserted before `before`.
+Expected<Value*> reshape(Graph& graph, Node* before, Value* v, std::vector<int64_t> dims, const std::string& name) {
+  if (v->isConstant()) return graph.addConstant(graph.uniqueName(name), v->constant().reshaped(Shape(dims)));
+  Attributes attrs;
+  attrs.set("shape", dims);
+  Node* n = graph.insertNodeBefore(before, OpKind::Reshape, graph.uniqueName(name), {v}, 1, std::move(attrs));
+  NNC_RETURN_IF_ERROR(inferNode(*n));
+  return n->output(0);
+}
+
+Status rewrite(Graph& graph, Node* conv) {
+  Value* x = conv->input(0);
+  Value* w = conv->input(1);
+  Value* bias = conv->input(2);
+  Value* y = conv->output(0);
+  const Shape& xs = x->shape();
+  const Shape& ws = w->shape();
+  const Shape& ys = y->shape();
+  const int spatialRank = xs.rank() - 2;
+  int64_t taps = 1, positions = 1;
+  for (int i = 0; i < spatialRank; ++i) {
+    taps *= ws[2 + i];
+    positions *= ys[2 + i];
+  }
+  const std::string base = conv->name();
+
+  Value* cols = nullptr;
+  if (isPointwiseConv(*conv, spatialRank)) {
+    NNC_ASSIGN_OR_RETURN(cols, reshape(graph, conv, x, {xs[0], xs[1], positions}, base + "_cols"));
+  } else {
+    // The Conv's own window attributes (strides, pads, dilations, auto_pad) and its kernel shape.
+    Attributes attrs;
+    for (const char* name : {"strides", "pads", "dilations"})
+      if (conv->attrs().has(name)) attrs.set(name, conv->attrs().getInts(name));
+    if (conv->attrs().has("auto_pad")) attrs.set("auto_pad", conv->attrs().getString("auto_pad"));
+    attrs.set("kernel_shape", std::vector<int64_t>(ws.dims().begin() + 2, ws.dims().end()));
+    Node* im2col = graph.insertNodeBefore(conv, OpKind::Im2Col, graph.uniqueName(base + "_im2col"), {x}, 1,
+                                          std::move(attrs));
+    NNC_RETURN_IF_ERROR(inferNode(*im2col));
+    cols = im2col->output(0);
+  }
+  NNC_ASSIGN_OR_RETURN(Value * weights, reshape(graph, conv, w, {ws[0], ws[1] * taps}, base + "_weights"));
+  Node* gemm = graph.insertNodeBefore(conv, OpKind::MatMul, graph.uniqueName(base + "_gemm"), {weights, cols}, 1);
+  NNC_RETURN_IF_ERROR(inferNode(*gemm));
+  NNC_ASSIGN_OR_RETURN(Value * result, reshape(graph, conv, gemm->output(0), ys.dims(), base + "_out"));
+  if (bias) {
+    std::vector<int64_t> column(static_cast<size_t>(spatialRank) + 1, 1);
+    column[0] = ws[0];
+    NNC_ASSIGN_OR_RETURN(Value * b, reshape(graph, conv, bias, column, base + "_bias"));
+    Node* add = graph.insertNodeBefore(conv, OpKind::Add, graph.uniqueName(base + "_add_bias"), {result, b}, 1);
+    NNC_RETURN_IF_ERROR(inferNode(*add));
+    result = add->output(0);
+  }
+  if (result->shape() != ys || result->dtype() != y->dtype())
+    return Status::error(conv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
+  graph.replaceAllUsesWith(y, result);
+  graph.eraseNode(conv);
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<bool> convToGemm(Graph& graph) {
+  bool changed = false;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != OpKind::Conv || n->attrs().getInt("group") != 1) continue;
+    const DType t = n->output(0)->dtype();
+    if ((t != DType::F32 && t != DType::F64) || n->output(0)->shape().numel() == 0) continue;
+    NNC_RETURN_IF_ERROR(rewrite(graph, n));
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace nnc::passes
