@@ -36,6 +36,7 @@ namespace {
 passes::PipelineOptions pipelineOptions(const CompileOptions& o) {
   passes::PipelineOptions p;
   p.optLevel = o.optLevel;
+  p.target = o.target;
   p.disabledPasses = o.disabledPasses;
   p.printAfterAll = o.printAfterAll;
   p.timePasses = o.timePasses;
@@ -118,14 +119,19 @@ Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
     return Status::error("optimisation level -O" + std::to_string(options.optLevel) + " is not one of -O0..-O3");
   program.report.irBefore = printGraph(graph);
   NNC_RETURN_IF_ERROR(runPipeline(graph, options, &program.report));
-  NNC_ASSIGN_OR_RETURN(program.lowered,
-                       lowerProgram(graph, outputNames, /*fuse=*/options.optLevel > 0, /*fusionLog=*/nullptr));
+  LoweringOptions lowering;
+  lowering.fuse = options.optLevel > 0;
+  lowering.libraryGemm = options.target == "cuda";  // cuBLASLt
+  lowering.allowTf32 = options.allowTf32;
+  NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, lowering));
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);
   for (const kir::Kernel& k : program.lowered.kernels) program.report.kernelIr += k.str();
   program.report.numKernels = static_cast<int>(program.lowered.kernels.size());
-  program.report.numBuiltins =
-      static_cast<int>(program.lowered.plan.steps.size()) - program.report.numKernels;
+  for (const rt::Step& step : program.lowered.plan.steps) {
+    program.report.numBuiltins += step.kind == rt::StepKind::Builtin;
+    program.report.numLibraryCalls += step.kind == rt::StepKind::Library;
+  }
   program.report.arenaBytes = program.lowered.plan.arenaSize;
   program.report.weightBytes = program.lowered.weights.size();
   for (const rt::Step& step : program.lowered.plan.steps)

@@ -19,6 +19,9 @@ struct CompileOptions {
   int optLevel = 2;           // 0: eager (one kernel per op), 1-3: fused
   std::string target = "cpu";  // cpu | cuda
   std::string gpuArch = "sm_90";  // cuda: the real architecture NVRTC compiles the cubin for (PTX rides along)
+  // cuda: f32 GEMMs may round their inputs to TF32 on the tensor cores (faster, about 1e-3 relative
+  // error). Off by default: fp32 is exact fp32, as ONNX specifies.
+  bool allowTf32 = false;
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
@@ -38,7 +41,8 @@ struct CompileReport {
   std::string ptx;            // --emit=ptx (target cuda): NVRTC's PTX for gpuArch
   std::string dot;            // --dump-graph
   int numKernels = 0;
-  int numBuiltins = 0;
+  int numBuiltins = 0;       // host builtin steps (TopK)
+  int numLibraryCalls = 0;   // library steps (cuda: cuBLASLt GEMMs)
   uint64_t arenaBytes = 0;
   uint64_t weightBytes = 0;
   uint64_t bytesMoved = 0;     // sum over steps of the bytes their buffers hold (reads + writes)

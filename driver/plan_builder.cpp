@@ -40,7 +40,8 @@ std::string originOf(const KernelGroup& g) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Graph& graph, LoweredProgram& out) : graph_(graph), out_(out) {}
+  PlanBuilder(const Graph& graph, LoweredProgram& out, const passes::FusionOptions& fusion, bool allowTf32)
+      : graph_(graph), out_(out), fusion_(fusion), allowTf32_(allowTf32) {}
 
   Status build(const std::vector<std::string>& outputNames) {
     rt::Plan& plan = out_.plan;
@@ -118,6 +119,7 @@ class PlanBuilder {
       out_.plan.steps.push_back(std::move(step));
       return Status::ok();
     }
+    if (passes::isLibraryGemm(*first, fusion_)) return emitLibraryGemm(group);
     NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
     for (LoweredKernel& lk : kernels) {
       rt::Step step;
@@ -133,6 +135,36 @@ class PlanBuilder {
       out_.plan.steps.push_back(std::move(step));
       out_.kernels.push_back(std::move(lk.kernel));
     }
+    return Status::ok();
+  }
+
+  // A group [MatMul, optional bias Add] (the fusion policy's library-GEMM groups) as one library
+  // step: arguments A, B, C and the bias.
+  Status emitLibraryGemm(const KernelGroup& group) {
+    const Node& mm = *group.nodes.front();
+    rt::GemmParams p = *opDef(mm.op()).asGemm(mm);
+    p.allowTf32 = allowTf32_ && p.dtype == dtypeToOnnx(DType::F32);
+    const Value* product = mm.output(0);
+    const Value* bias = nullptr;
+    for (size_t i = 1; i < group.nodes.size(); ++i) {
+      const Node& n = *group.nodes[i];
+      if (n.op() != OpKind::Add || bias) return Status::error(n.diagPrefix() + "internal: not a library GEMM epilogue");
+      bias = n.input(0) == product ? n.input(1) : n.input(0);
+      product = n.output(0);
+    }
+    p.epilogue = bias ? rt::GemmEpilogue::Bias : rt::GemmEpilogue::None;
+    if (group.outputs.size() != 1 || group.outputs.front() != product)
+      return Status::error(mm.diagPrefix() + "internal: a library GEMM group must have its last result as output");
+    rt::Step step;
+    step.kind = rt::StepKind::Library;
+    step.name = rt::kGemmStepName;
+    step.args = {bufferOf(mm.input(0)), bufferOf(mm.input(1)), bufferOf(product)};
+    if (bias) step.args.push_back(bufferOf(bias));
+    step.params = rt::encodeGemm(p);
+    step.outerSize = 0;
+    step.workPerPoint = 0;
+    step.origin = originOf(group);
+    out_.plan.steps.push_back(std::move(step));
     return Status::ok();
   }
 
@@ -156,20 +188,23 @@ class PlanBuilder {
 
   const Graph& graph_;
   LoweredProgram& out_;
+  const passes::FusionOptions& fusion_;
+  const bool allowTf32_;
   std::map<const Value*, int32_t> bufferOf_;
   std::map<const Value*, passes::BufferLifetime> lifetimes_;
 };
 
 }  // namespace
 
-Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames, bool fuse,
-                                      std::ostream* fusionLog) {
+Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames,
+                                      const LoweringOptions& options) {
   LoweredProgram program;
   passes::FusionOptions fusion;
-  fusion.enabled = fuse;
-  fusion.debugLog = fusionLog;
+  fusion.enabled = options.fuse;
+  fusion.libraryGemm = options.libraryGemm;
+  fusion.debugLog = options.fusionLog;
   program.groups = passes::partitionIntoKernels(graph, fusion);
-  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program).build(outputNames));
+  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, fusion, options.allowTf32).build(outputNames));
   return program;
 }
 

@@ -20,9 +20,15 @@ struct LoweredProgram {
   std::vector<KernelGroup> groups;
 };
 
+struct LoweringOptions {
+  bool fuse = true;           // false: one kernel per node (eager, -O0)
+  bool libraryGemm = false;   // MatMuls as library GEMM steps (the cuda target's cuBLASLt; passes/fusion.h)
+  bool allowTf32 = false;     // f32 library GEMMs may round their inputs to TF32 (--allow-tf32)
+  std::ostream* fusionLog = nullptr;  // one line per rejected fusion candidate
+};
+
 // outputNames: the user-visible names of the graph outputs (taken before passes renamed values).
-// fuse == false gives one kernel per node (eager).
-Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames, bool fuse,
-                                      std::ostream* fusionLog);
+Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames,
+                                      const LoweringOptions& options = {});
 
 }  // namespace nnc

@@ -47,6 +47,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.optLevel = 2;
   if (!nnc::passes::runPipeline(g, options)) return 0;
   if (nnc::Status s = nnc::verifyGraph(g); !s) bug("graph fails verification after the passes", s);
-  (void)nnc::lowerProgram(g, outputNames, /*fuse=*/true, /*fusionLog=*/nullptr);
+  (void)nnc::lowerProgram(g, outputNames);
   return 0;
 }

@@ -15,6 +15,7 @@
 //   2 block per point, 3..6 thread per vector of 2/4/8/16 points)
 // Version 3 appends, after that:
 //   str check[numSteps] (empty unless the step is a check step)
+// Version 4 adds step kind 2 (Library) and no new fields.
 // Older versions (without those tails) are still read: version 1 as target cpu with thread-per-point
 // steps, versions 1 and 2 without check steps. The writer always writes the newest version, so the
 // encoding is canonical for it: an accepted byte string of the newest version re-serializes to
@@ -23,11 +24,13 @@
 
 #include <cstring>
 
+#include "runtime/gemm.h"
+
 namespace nnc::rt {
 namespace {
 
 constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr uint32_t kOldestVersion = 1;
 
 // Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
@@ -169,7 +172,7 @@ bool readDesc(Reader& r, TensorDesc* d) {
 bool readStep(Reader& r, Step* s) {
   uint8_t kind = r.u8("step kind");
   if (!r.ok()) return false;
-  if (kind > static_cast<uint8_t>(StepKind::Builtin)) {
+  if (kind > static_cast<uint8_t>(StepKind::Library)) {
     r.fail("unknown step kind " + std::to_string(kind));
     return false;
   }
@@ -304,7 +307,7 @@ bool validatePlan(const Plan& plan, std::string* error) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     std::string prefix = "step " + std::to_string(i) + " (" + s.origin + "): ";
-    if (s.kind != StepKind::Kernel && s.kind != StepKind::Builtin)
+    if (s.kind != StepKind::Kernel && s.kind != StepKind::Builtin && s.kind != StepKind::Library)
       return fail(error, prefix + "unknown kind " + std::to_string(static_cast<int>(s.kind)));
     if (s.name.empty()) return fail(error, prefix + "empty symbol name");
     if (s.name.size() > kMaxStringLength || s.origin.size() > kMaxStringLength)
@@ -328,6 +331,18 @@ bool validatePlan(const Plan& plan, std::string* error) {
       if (result.kind != BufferKind::Arena || result.size < kCheckResultSize * sizeof(int64_t))
         return fail(error, prefix + "a check step's result must be an arena buffer of " +
                                std::to_string(kCheckResultSize) + " i64");
+    }
+    if (s.kind == StepKind::Library) {
+      if (plan.target != Target::Cuda) return fail(error, prefix + "library calls exist for the cuda target only");
+      if (s.name != kGemmStepName) return fail(error, prefix + "unknown library routine '" + s.name + "'");
+      GemmParams gemm;
+      std::string why;
+      std::vector<uint64_t> argBytes;
+      for (int32_t a : s.args) argBytes.push_back(plan.buffers[static_cast<size_t>(a)].size);
+      if (!decodeGemm(s.params, &gemm, &why) || !validateGemm(gemm, argBytes, &why)) return fail(error, prefix + why);
+      const BufferKind written = plan.buffers[static_cast<size_t>(s.args[2])].kind;  // C
+      if (written == BufferKind::Input || written == BufferKind::Weight)
+        return fail(error, prefix + "gemm writes a model input or the weights");
     }
   }
   for (const TensorDesc& d : plan.inputs)
@@ -459,7 +474,8 @@ std::string printPlan(const Plan& plan) {
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
-    out += "step " + std::to_string(i) + ": " + (s.kind == StepKind::Kernel ? "kernel " : "builtin ") + s.name + "(";
+    static const char* const kKinds[] = {"kernel ", "builtin ", "library "};
+    out += "step " + std::to_string(i) + ": " + kKinds[static_cast<size_t>(s.kind) % 3] + s.name + "(";
     for (size_t a = 0; a < s.args.size(); ++a) out += (a ? ", " : "") + std::to_string(s.args[a]);
     out += ")";
     if (s.kind == StepKind::Kernel) {
@@ -467,6 +483,8 @@ std::string printPlan(const Plan& plan) {
       if (plan.target == Target::Cuda) out += std::string(" ") + gpuMappingName(s.gpuMapping);
     }
     if (!s.check.empty()) out += " check";
+    GemmParams gemm;
+    if (s.kind == StepKind::Library && decodeGemm(s.params, &gemm, nullptr)) out += " " + describeGemm(gemm);
     out += "  ; " + s.origin + "\n";
   }
   return out;

@@ -48,14 +48,17 @@ enum class GpuMapping : uint8_t {
 };
 inline constexpr GpuMapping kLastGpuMapping = GpuMapping::ThreadPerVector16;  // for range checks
 
-enum class StepKind : uint8_t { Kernel, Builtin };
+// Kernel: a generated kernel. Builtin: a host function of runtime/builtins.h. Library: a call the
+// executor makes into a vendor library (version 4; the CUDA target's GEMMs through cuBLASLt, see
+// runtime/gemm.h): `name` says which routine, `params` describe the call.
+enum class StepKind : uint8_t { Kernel, Builtin, Library };
 struct Step {
   StepKind kind;
-  std::string name;           // kernel symbol / builtin symbol
+  std::string name;           // kernel symbol / builtin symbol / library routine (kGemmStepName)
   std::vector<int32_t> args;  // indices into Plan::buffers, in param-slot order
   int64_t outerSize = 1;      // Kernel: outer loop points to split over threads
   int64_t workPerPoint = 1;   // Kernel: rough cost of one outer point (elements touched)
-  std::vector<int64_t> params;  // Builtin: the parameter block
+  std::vector<int64_t> params;  // Builtin, Library: the parameter block
   std::string origin;         // graph node(s) it came from, for errors and profiles
   GpuMapping gpuMapping = GpuMapping::ThreadPerPoint;  // Kernel on Target::Cuda (version 2)
   std::string check;  // Kernel: non-empty for a check step, what it requires (version 3)
@@ -78,7 +81,7 @@ struct Plan {
   Target target = Target::Cpu;  // version 2
 };
 
-// A stable little-endian binary encoding (versioned: writes version 3, reads 1 to 3); deserialize
+// A stable little-endian binary encoding (versioned: writes version 4, reads 1 to 4); deserialize
 // checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);

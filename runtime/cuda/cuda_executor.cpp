@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/builtins.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/launch_dims.h"
 #include "runtime/executor.h"
@@ -88,24 +89,26 @@ class CudaExecutor final : public DeviceExecutor {
   }
 
  private:
-  // One plan step bound to the device: kernel steps launch `fn` over device pointers; builtin steps
-  // call `builtin` on host copies (see runBuiltin).
+  // One plan step bound to the device: kernel steps launch `fn` over device pointers; library steps
+  // enqueue `gemm`; builtin steps call `builtin` on host copies (see runBuiltin).
   struct BoundStep {
     CUfunction fn = nullptr;
     LaunchShape shape;
     std::vector<CUdeviceptr> devicePtrs;  // per param slot
+    std::unique_ptr<GemmRunner> gemm;     // a library GEMM step
     BuiltinFn builtin = nullptr;
     std::vector<std::unique_ptr<uint8_t[]>> staging;  // builtin: host copy per slot (null: see hostPtrs)
     std::vector<void*> hostPtrs;                      // builtin: host pointer per slot (patched per run)
   };
 
-  // A maximal run of kernel steps [first, end) between host builtins: what one CUDA graph holds.
+  // A maximal run of device steps (kernels, library GEMMs) [first, end) between host builtins: what one
+  // CUDA graph holds.
   // Every pointer its launches take is the executor's own device memory (arena, weights, and the
   // input/output buffers the caller's data is copied into and out of outside the graph), so a graph
   // captured once stays valid for every later run: there is nothing to re-capture.
   struct Segment {
     size_t first = 0, end = 0;
-    size_t launches = 0;          // steps with a non-empty outer domain
+    size_t launches = 0;          // kernels with a non-empty outer domain, and GEMMs
     CUgraphExec exec = nullptr;   // instantiated on the segment's first run
     bool captureFailed = false;   // then the segment launches kernel by kernel from now on
   };
@@ -122,12 +125,18 @@ class CudaExecutor final : public DeviceExecutor {
   CUdeviceptr devicePointer(const BufferRef& b) const;
   Failure runSteps(const nnc_tensor* inputs, nnc_tensor* outputs);
   Failure runBuiltin(size_t index, const nnc_tensor* inputs);
-  Failure launchKernel(size_t index);
+  Failure launchStep(size_t index);
+  Failure bindGemm(size_t index);
   Failure runSegment(Segment& segment);
   void captureSegment(Segment& segment);
   void release();
 
   const DriverApi* api_ = nullptr;
+  // cuBLASLt, opened only for plans with GEMM steps: the library, a handle and the one workspace
+  // every GEMM of this executor uses (they run one at a time, on stream_).
+  const CublasLtApi* lt_ = nullptr;
+  void* ltHandle_ = nullptr;
+  CUdeviceptr gemmWorkspace_ = 0;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;  // the device's primary context, retained
   bool retained_ = false;
@@ -301,6 +310,10 @@ Failure CudaExecutor::bind(const uint8_t* weights) {
       if (!s.check.empty()) checks_.push_back({i, b.devicePtrs.back()});  // validatePlan: an arena buffer
       continue;
     }
+    if (s.kind == StepKind::Library) {
+      if (Failure f = bindGemm(i)) return f;
+      continue;
+    }
     b.builtin = findBuiltin(s.name);
     if (!b.builtin) return failure(NNC_ERROR_INTERNAL, prefix + "builtin symbol '" + s.name + "' not found");
     for (int32_t arg : s.args) {
@@ -321,11 +334,12 @@ Failure CudaExecutor::bind(const uint8_t* weights) {
     }
   }
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
-    if (plan_.steps[i].kind != StepKind::Kernel) continue;
+    const Step& s = plan_.steps[i];
+    if (s.kind == StepKind::Builtin) continue;
     if (segments_.empty() || segments_.back().end != i) segments_.push_back(Segment{i, i});
     Segment& seg = segments_.back();
     seg.end = i + 1;
-    if (plan_.steps[i].outerSize > 0) ++seg.launches;
+    if (s.kind == StepKind::Library || s.outerSize > 0) ++seg.launches;
   }
   stats_.segments = static_cast<int64_t>(segments_.size());
   checkResults_.assign(checks_.size() * kCheckResultSize, 0);
@@ -363,12 +377,51 @@ Failure CudaExecutor::runBuiltin(size_t index, const nnc_tensor* inputs) {
   return check(a.cuStreamSynchronize(stream_), prefix + "cuStreamSynchronize (after builtin '" + s.name + "')");
 }
 
-Failure CudaExecutor::launchKernel(size_t index) {
+// A library GEMM step: cuBLASLt (opened, with its handle and workspace, for the first one) and a runner
+// prepared for the step's fixed device buffers. Called from bind() with the context current.
+Failure CudaExecutor::bindGemm(size_t index) {
+  const Step& s = plan_.steps[index];
+  BoundStep& b = steps_[index];
+  const std::string prefix = "step " + std::to_string(index) + " (" + s.origin + "): ";
+  for (int32_t arg : s.args) b.devicePtrs.push_back(devicePointer(plan_.buffers[static_cast<size_t>(arg)]));
+  std::string why;
+  if (!lt_) {
+    lt_ = openCublasLt(&why);
+    if (!lt_) return failure(NNC_ERROR_RUNTIME, prefix + "the model's GEMMs need cuBLASLt: " + why);
+    if (!createLtHandle(*lt_, &ltHandle_, &why)) {
+      ltHandle_ = nullptr;
+      return failure(NNC_ERROR_RUNTIME, prefix + why);
+    }
+    if (Failure f = allocate(&gemmWorkspace_, kGemmWorkspaceBytes, "cuBLASLt workspace")) return f;
+  }
+  GemmParams p;
+  if (!decodeGemm(s.params, &p, &why)) return failure(NNC_ERROR_INTERNAL, prefix + why);  // validated before
+  GemmBuffers buffers;
+  buffers.a = b.devicePtrs[0];
+  buffers.b = b.devicePtrs[1];
+  buffers.c = b.devicePtrs[2];
+  if (p.hasBias()) buffers.bias = b.devicePtrs[3];
+  buffers.workspace = gemmWorkspace_;
+  buffers.workspaceBytes = kGemmWorkspaceBytes;
+  b.gemm = GemmRunner::create(*lt_, ltHandle_, p, buffers, &why);
+  if (!b.gemm) return failure(NNC_ERROR_RUNTIME, prefix + why);
+  return {};
+}
+
+// One device step on stream_: a kernel launch or a library GEMM.
+Failure CudaExecutor::launchStep(size_t index) {
   const DriverApi& a = *api_;
   const Step& s = plan_.steps[index];
   BoundStep& b = steps_[index];
-  if (s.outerSize == 0) return {};  // an empty tensor: nothing to compute
   const std::string where = "step " + std::to_string(index) + " (" + s.origin + "): ";
+  if (b.gemm) {
+    std::string why;
+    if (!b.gemm->run(stream_, &why)) return failure(NNC_ERROR_RUNTIME, where + why);
+    if (syncEachStep_)
+      if (Failure f = check(a.cuStreamSynchronize(stream_), where + "gemm")) return f;
+    return {};
+  }
+  if (s.outerSize == 0) return {};  // an empty tensor: nothing to compute
   // The emitted signature: one pointer per param slot, then i64 begin, i64 end. The driver copies
   // the values at launch (and at capture), so these locals may go out of scope afterwards.
   std::vector<CUdeviceptr> ptrs = b.devicePtrs;
@@ -396,7 +449,7 @@ void CudaExecutor::captureSegment(Segment& seg) {
     return;
   }
   bool recorded = true;
-  for (size_t i = seg.first; i < seg.end && recorded; ++i) recorded = !launchKernel(i);
+  for (size_t i = seg.first; i < seg.end && recorded; ++i) recorded = !launchStep(i);
   // Always ended, even after a failed launch: the stream must leave capture mode.
   CUgraph graph = nullptr;
   const CUresult ended = a.cuStreamEndCapture(stream_, &graph);
@@ -412,7 +465,7 @@ void CudaExecutor::captureSegment(Segment& seg) {
   if (graph) a.cuGraphDestroy(graph);  // the executable graph is independent of it
 }
 
-// Kernel steps [seg.first, seg.end): one graph launch when graphs are on (captured on the first run),
+// Device steps [seg.first, seg.end): one graph launch when graphs are on (captured on the first run),
 // else launch by launch.
 Failure CudaExecutor::runSegment(Segment& seg) {
   if (seg.launches == 0) return {};
@@ -431,7 +484,7 @@ Failure CudaExecutor::runSegment(Segment& seg) {
   }
   ++stats_.plainSegmentRuns;
   for (size_t i = seg.first; i < seg.end; ++i)
-    if (Failure f = launchKernel(i)) return f;
+    if (Failure f = launchStep(i)) return f;
   return {};
 }
 
@@ -444,7 +497,7 @@ Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
                           "cuMemcpyHtoD (input " + std::to_string(i) + " '" + plan_.inputs[i].name + "')"))
       return f;
   }
-  // Host builtins in order between the segments of kernel steps.
+  // Host builtins in order between the segments of device steps.
   size_t nextSegment = 0;
   for (size_t i = 0; i < plan_.steps.size();) {
     if (steps_[i].builtin) {
@@ -510,7 +563,10 @@ void CudaExecutor::release() {
       for (Segment& seg : segments_)
         if (seg.exec) api_->cuGraphExecDestroy(seg.exec);
       segments_.clear();
-      for (CUdeviceptr p : {arena_, io_, weights_})
+      for (BoundStep& b : steps_) b.gemm.reset();  // their descriptors, before the handle
+      if (ltHandle_) destroyLtHandle(*lt_, ltHandle_);
+      ltHandle_ = nullptr;
+      for (CUdeviceptr p : {arena_, io_, weights_, gemmWorkspace_})
         if (p) api_->cuMemFree(p);
       if (module_) api_->cuModuleUnload(module_);
       if (stream_) api_->cuStreamDestroy(stream_);

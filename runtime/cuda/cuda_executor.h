@@ -1,11 +1,13 @@
 // The CUDA executor: runs a Target::Cuda plan on an NVIDIA GPU through the dlopen'd driver API. At
 // create time it loads the kernels (cubin, else the PTX for newer GPUs), allocates one device arena
 // from the plan, device buffers for the model inputs and outputs, and a device copy of the weights;
-// each run copies the host inputs in, launches the kernel steps in order on its own stream, runs
-// host builtins on host copies of their buffers, and copies the outputs back. Everything is freed on
-// destroy. Without a driver or GPU, creation fails with NNC_ERROR_NO_DEVICE.
+// each run copies the host inputs in, launches the kernel steps and enqueues the library GEMMs (through
+// cuBLASLt, dlopen'd too, with one 32 MiB workspace) in order on its own stream, runs host builtins
+// on host copies of their buffers, and copies the outputs back. Everything is freed on destroy.
+// Without a driver or GPU, creation fails with NNC_ERROR_NO_DEVICE; a plan with GEMMs but no
+// cuBLASLt fails with NNC_ERROR_RUNTIME naming the libraries tried.
 //
-// CUDA Graphs: each maximal run of kernel steps between host builtins (a segment) is captured into a
+// CUDA Graphs: each maximal run of device steps between host builtins (a segment) is captured into a
 // CUDA graph on its first run and replayed with one cuGraphLaunch afterwards. The launches only take
 // the executor's own device pointers (the caller's tensors are copied in and out around them), so
 // the graphs never need re-capturing. On by default; NNC_CUDA_GRAPHS=0 (read at creation) turns them

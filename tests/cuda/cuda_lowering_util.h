@@ -45,7 +45,7 @@ inline Expected<std::vector<kir::Kernel>> lowerModelKernels(const fs::path& case
   CompileOptions compile;
   compile.optLevel = 2;
   NNC_RETURN_IF_ERROR(runPipeline(*graph, compile));
-  NNC_ASSIGN_OR_RETURN(LoweredProgram lowered, lowerProgram(*graph, outputNames, /*fuse=*/true, nullptr));
+  NNC_ASSIGN_OR_RETURN(LoweredProgram lowered, lowerProgram(*graph, outputNames));
   return std::move(lowered.kernels);
 }
 

@@ -318,6 +318,67 @@ TEST(CudaDriver, PlanCarriesEachKernelsMappingAndCheckSteps) {
   EXPECT_EQ(std::count(gather.begin(), gather.end(), '\n'), 2) << "the check, then the gather\n" << report.plan;
 }
 
+// MatMuls and group-1 Convs become cuBLASLt GEMM steps (with the bias fused), the rest of each
+// epilogue one kernel; -O0 keeps the GEMMs but fuses nothing into them.
+TEST(CudaDriver, GemmsAndConvsAreCublasLtCalls) {
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    GraphBuilder b(*g);
+    std::mt19937 rng(5);
+    Value* x = b.input("x", DType::F32, Shape{2, 3, 8, 8});
+    Attributes pads;
+    pads.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    Value* conv = b.op(OpKind::Conv,
+                       {x, b.constant(randomTensor(DType::F32, Shape{4, 3, 3, 3}, rng), "w"),
+                        b.constant(randomTensor(DType::F32, Shape{4}, rng), "b")},
+                       pads, "conv1");
+    Value* r = b.op(OpKind::Relu, {conv}, {}, "relu1");
+    Attributes flatShape;
+    flatShape.set("shape", std::vector<int64_t>{2, 256});
+    Value* flat = b.op(OpKind::Reshape, {r}, flatShape, "flat");
+    Value* fc = b.op(OpKind::MatMul, {flat, b.constant(randomTensor(DType::F32, Shape{256, 10}, rng), "fcw")}, {},
+                     "fc");
+    b.output(b.op(OpKind::Add, {fc, b.constant(randomTensor(DType::F32, Shape{10}, rng), "fcb")}, {}, "fc_bias"));
+    EXPECT_TRUE(b.status().isOk()) << b.status().message();
+    return g;
+  };
+  for (int level : {0, 2}) {
+    auto g = build();
+    CompileOptions o = cudaOptions();
+    o.optLevel = level;
+    CompileReport report;
+    Status s = compileForEmit(*g, o, &report);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    EXPECT_EQ(report.numLibraryCalls, 2) << report.plan;
+    // The conv: 2 images of [4 x 27] x [27 x 64]; the weights are shared (stride 0).
+    EXPECT_NE(report.plan.find("gemm f32 batch=2 m=4 n=64 k=27 stride=(0, 1728, 256)"), std::string::npos)
+        << report.plan;
+    EXPECT_NE(report.plan.find("kernel nnc_k0_im2col("), std::string::npos) << report.plan;
+    if (level == 2) {
+      // The classifier's bias is fused into the GEMM; the conv's bias is per row, so it goes with the
+      // Relu into the kernel that the next Im2Col-free consumer (Flatten) inlines.
+      EXPECT_NE(report.plan.find("gemm f32 batch=1 m=2 n=10 k=256 bias  ; fc, fc_bias"), std::string::npos)
+          << report.plan;
+      EXPECT_EQ(report.numKernels, 2) << report.plan;  // Im2Col; reshape + bias + relu + flatten
+    } else {
+      EXPECT_NE(report.plan.find("gemm f32 batch=1 m=2 n=10 k=256  ; fc"), std::string::npos) << report.plan;
+    }
+  }
+}
+
+TEST(CudaDriver, AllowTf32ReachesOnlyF32Gemms) {
+  auto g = smallGraph(false);
+  CompileOptions o = cudaOptions();
+  o.allowTf32 = true;
+  CompileReport report;
+  ASSERT_TRUE(compileForEmit(*g, o, &report).isOk());
+  EXPECT_NE(report.plan.find(" tf32"), std::string::npos) << report.plan;
+  auto g2 = smallGraph(false);
+  CompileReport exact;
+  ASSERT_TRUE(compileForEmit(*g2, cudaOptions(), &exact).isOk());
+  EXPECT_EQ(exact.plan.find(" tf32"), std::string::npos) << exact.plan;
+}
+
 TEST(CudaDriver, GpuArchSelectsThePtxTargetAndIsChecked) {
   auto g = smallGraph(false);
   CompileOptions o = cudaOptions();
@@ -463,7 +524,7 @@ TEST(CudaGraphs, TestGraphHasKernelsOnBothSidesOfTheBuiltin) {
   std::vector<std::string> outputNames;
   for (const Value* v : g->outputs()) outputNames.push_back(v->name());
   ASSERT_TRUE(runPipeline(*g, cudaOptions()).isOk());
-  auto lowered = lowerProgram(*g, outputNames, /*fuse=*/true, nullptr);
+  auto lowered = lowerProgram(*g, outputNames);
   ASSERT_TRUE(lowered.isOk()) << lowered.status().message();
   int segments = 0, builtins = 0;
   bool previousWasKernel = false;
@@ -747,6 +808,12 @@ TEST_F(CudaCli, EmitCudaAndPtxNeedNoGpu) {
   r = runNnc({model, "--emit=cuda"}, dir_.path());
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_EQ(r.err, "nnc: error: --emit=cuda needs --target=cuda\n");
+  r = runNnc({model, "--allow-tf32", "--emit=plan"}, dir_.path());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_EQ(r.err, "nnc: error: --allow-tf32 needs --target=cuda\n");
+  r = runNnc({model, "--target=cuda", "--allow-tf32", "--emit=plan"}, dir_.path());
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("plan target=cuda"), std::string::npos) << r.out;
   r = runNnc({model, "--target=cuda", "--gpu-arch=compute_90", "--emit=ptx"}, dir_.path());
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("GPU architecture 'compute_90' is not a real architecture such as sm_80 or sm_90"),

@@ -88,7 +88,7 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   p.steps.push_back(s);
   // Written out by hand from the format description in runtime/plan.cpp.
   std::vector<uint8_t> expected = {
-      'N', 'N', 'C', 'P', 3, 0, 0, 0,               // magic, version 3
+      'N', 'N', 'C', 'P', 4, 0, 0, 0,               // magic, version 4
       0x02, 0x01, 0, 0, 0, 0, 0, 0,                 // arena size
       16, 0, 0, 0, 0, 0, 0, 0,                      // weights size
       0, 0, 0, 0, 0, 0, 0, 0,                       // no inputs, no outputs
@@ -109,6 +109,11 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   std::string error;
   ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &back, &error)) << error;
   expectSamePlan(p, back);
+  // Version 3 (the same fields; no library steps) still reads.
+  expected[4] = 3;
+  Plan v3;
+  ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &v3, &error)) << error;
+  expectSamePlan(p, v3);
   // Version 2 (no check tail) still reads.
   expected[4] = 2;
   expected.resize(expected.size() - 4);
@@ -141,8 +146,8 @@ TEST(Plan, RejectsBadHeader) {
   bad[0] = 'X';
   EXPECT_EQ(deserializeError(bad), "not an nnc plan (bad magic)");
   bad = bytes;
-  bad[4] = 4;
-  EXPECT_EQ(deserializeError(bad), "unsupported plan version 4 (this runtime reads versions 1 to 3)");
+  bad[4] = 5;
+  EXPECT_EQ(deserializeError(bad), "unsupported plan version 5 (this runtime reads versions 1 to 4)");
   EXPECT_EQ(deserializeError({'N', 'N'}), "not an nnc plan (bad magic)");
   bad = bytes;
   bad.push_back(0);

@@ -89,7 +89,7 @@ Expected<Timing> measure(const std::string& path, const CommonOptions& base, int
   t.label = label;
   t.optLevel = optLevel;
   if (const CompileReport* r = model->report()) {
-    t.kernels = r->numKernels + r->numBuiltins;
+    t.kernels = r->numKernels + r->numBuiltins + r->numLibraryCalls;
     t.bytesMoved = r->bytesMoved;
   }
   for (int i = 0; i < base.warmup; ++i) NNC_RETURN_IF_ERROR(model->run(*inputs).status());

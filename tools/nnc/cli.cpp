@@ -82,6 +82,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.compile.target, value("--target"));
     } else if (is("--gpu-arch")) {
       NNC_ASSIGN_OR_RETURN(o.compile.gpuArch, value("--gpu-arch"));
+    } else if (arg == "--allow-tf32") {
+      o.compile.allowTf32 = true;
     } else if (is("--shape")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shape"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--shape"));

@@ -34,6 +34,7 @@ int compileCommand(const CommonOptions& o) {
     return fail("no output file: give -o MODEL.so, --emit=... or --dump-graph=FILE.dot");
   const bool cuda = o.compile.target == "cuda";
   if ((o.emit == "cuda" || o.emit == "ptx") && !cuda) return fail("--emit=" + o.emit + " needs --target=cuda");
+  if (o.compile.allowTf32 && !cuda) return fail("--allow-tf32 needs --target=cuda");
   for (const std::string* out : {&o.output, &o.dumpGraph})
     if (!out->empty())
       if (Status s = checkWritable(*out); !s) return fail(s.message());
@@ -74,8 +75,9 @@ int compileCommand(const CommonOptions& o) {
     }
   }
   if (o.verbose)
-    std::fprintf(stderr, "nnc: %d kernels, %d host steps, arena %llu bytes, weights %llu bytes\n", report.numKernels,
-                 report.numBuiltins, static_cast<unsigned long long>(report.arenaBytes),
+    std::fprintf(stderr, "nnc: %d kernels, %d library calls, %d host steps, arena %llu bytes, weights %llu bytes\n",
+                 report.numKernels, report.numLibraryCalls, report.numBuiltins,
+                 static_cast<unsigned long long>(report.arenaBytes),
                  static_cast<unsigned long long>(report.weightBytes));
   return 0;
 }

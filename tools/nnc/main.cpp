@@ -21,6 +21,8 @@ const char kUsage[] =
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
     "  --target=cpu|cuda            code generation target (default cpu)\n"
     "  --gpu-arch=sm_90             cuda: the GPU architecture of the cubin (PTX for newer GPUs rides along)\n"
+    "  --allow-tf32                 cuda: f32 GEMMs may use TF32 tensor cores (about 1e-3 relative error;\n"
+    "                               default: exact fp32)\n"
     "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
     "  --emit=ir|fused-ir|kernel-ir|plan|llvm   print the graph before/after passes, the kernels, the\n"
