@@ -980,14 +980,17 @@ Expected<int64_t> rangeCount(const Tensor& start, const Tensor& limit, const Ten
     else count = std::ceil(static_cast<float>(static_cast<float>(l) - static_cast<float>(s)) / static_cast<float>(d));
     if (std::isnan(count)) return fail("start, limit and delta must be finite");
   } else {
-    int64_t s = start.getInt(0), l = limit.getInt(0), d = delta.getInt(0);
+    // In 128 bits: limit - start overflows int64 for far-apart ends.
+    const __int128 s = start.getInt(0), l = limit.getInt(0), d = delta.getInt(0);
     if (d == 0) return fail("delta must not be zero");
-    int64_t diff = l - s, q = diff / d;
+    __int128 diff = l - s, q = diff / d;
     if (diff % d != 0 && ((diff < 0) == (d < 0))) ++q;
     count = static_cast<double>(q);
   }
+  // A count of -inf (a limit of -inf) is an empty range; converting it to an integer would be UB.
+  if (count <= 0) return 0;
   if (count > static_cast<double>(kMaxElements)) return fail("range has too many elements");
-  return std::max<int64_t>(0, static_cast<int64_t>(count));
+  return static_cast<int64_t>(count);
 }
 
 void defineRange(OpRegistry& r) {

@@ -427,6 +427,21 @@ TEST(MovementOps, Range) {
                                                  {"limit", Tensor::scalar(DType::I64, 10)},
                                                  {"delta", Tensor::scalar(DType::I64, 0)}})),
             "node 'n' (Range): delta must not be zero");
+  // Ends at infinity (a fuzzer finding: -inf elements was converted to an integer) and int64 ends
+  // whose difference overflows int64.
+  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::F32, 0)},
+                                               {"limit", Tensor::scalar(DType::F32, -INFINITY)},
+                                               {"delta", Tensor::scalar(DType::F32, 1)}})),
+               DType::F32, {0}, {});
+  EXPECT_EQ(buildError(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::F32, 0)},
+                                                 {"limit", Tensor::scalar(DType::F32, INFINITY)},
+                                                 {"delta", Tensor::scalar(DType::F32, 1)}})),
+            "node 'n' (Range): range has too many elements");
+  // np.arange(-2**63, 2**63 - 1, 2**62): 4 elements.
+  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::I64, -9223372036854775807.0 - 1)},
+                                               {"limit", Tensor::scalar(DType::I64, 9223372036854775807.0)},
+                                               {"delta", Tensor::scalar(DType::I64, 4611686018427387904.0)}})),
+               DType::I64, {4}, {-9223372036854775808.0, -4611686018427387904.0, 0, 4611686018427387904.0});
 }
 
 TEST(MovementOps, ShapeOnlyOps) {
