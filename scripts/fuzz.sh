@@ -5,7 +5,8 @@
 # build) and makes the script exit non-zero.
 #   scripts/fuzz.sh [target...]     targets: onnx_import shape_inference compile_run (default: all)
 # Environment: FUZZ_SECONDS, FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (build jobs, default 2),
-# FUZZ_WORK (scratch corpora and logs, default $FUZZ_BUILD_DIR/fuzz-work), FUZZ_JUNIT (also write one
+# FUZZ_WORK (scratch corpora and logs, default $FUZZ_BUILD_DIR/fuzz-work), FUZZ_SEED (libFuzzer's
+# -seed; random when unset; CI fixes it so that a run explores the same inputs), FUZZ_JUNIT (also write one
 # JUnit test case per target there: scripts/test.sh counts them). Warnings are not errors here:
 # clang warns about things gcc (the -Werror compiler of the normal builds) does not.
 set -uo pipefail
@@ -54,6 +55,7 @@ for t in "${TARGETS[@]}"; do
   extra=()
   # Importer inputs are whole models; the graph decoders need only a few hundred bytes.
   [ "$t" = onnx_import ] && extra+=(-max_len=65536) || extra+=(-max_len=512)
+  [ -n "${FUZZ_SEED:-}" ] && extra+=(-seed="$FUZZ_SEED")
   "$BUILD/fuzz/fuzz_$t" "$corpus" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=4096 \
     -artifact_prefix="$artifacts/" -print_final_stats=1 "${extra[@]}" >"$log" 2>&1
   rc=$?
