@@ -165,7 +165,7 @@ class JitModel final : public CompiledModel {
       if (!fn) return fn.status();
       symbols.kernels.emplace_back(s.name, *fn);
     }
-    nnc_options opts{sizeof(nnc_options), numThreads};
+    nnc_options opts{sizeof(nnc_options), numThreads, 0, 0, 0};
     std::string error;
     const uint8_t* data = weights->data();
     handle_ = rt::createModelHandle(std::move(program.lowered.plan), data, weights, symbols, &opts, &error);
@@ -174,7 +174,7 @@ class JitModel final : public CompiledModel {
   }
 
   // Target cuda: the kernels run on the GPU (no JIT kernels; jit_ is null).
-  Status initCuda(Program& program) {
+  Status initCuda(Program& program, const CompileOptions& options) {
     auto weights = std::make_shared<std::vector<uint8_t>>(std::move(program.lowered.weights));
     rt::cuda::ModuleImages images;
     images.cubin = program.cubin.data();
@@ -184,7 +184,8 @@ class JitModel final : public CompiledModel {
     std::string error;
     nnc_status status = NNC_OK;
     const uint8_t* data = weights->data();
-    handle_ = rt::cuda::createCudaModelHandle(std::move(program.lowered.plan), data, weights, images, nullptr, &error,
+    nnc_options opts{sizeof(nnc_options), options.numThreads, 0, 0, options.cudaGraphs};
+    handle_ = rt::cuda::createCudaModelHandle(std::move(program.lowered.plan), data, weights, images, &opts, &error,
                                               &status);
     if (!handle_) return Status::error(error);
     return Status::ok();
@@ -297,7 +298,7 @@ Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileO
   NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, options));
   if (options.target == "cuda") {
     auto model = std::make_unique<JitModel>(std::move(program.report), nullptr);
-    NNC_RETURN_IF_ERROR(model->initCuda(program));
+    NNC_RETURN_IF_ERROR(model->initCuda(program, options));
     return std::unique_ptr<CompiledModel>(std::move(model));
   }
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<codegen::JitKernels> jit, program.module->jit());

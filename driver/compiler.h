@@ -26,7 +26,8 @@ struct CompileOptions {
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
   bool verifyEachPass = false; // on in tests and debug builds
-  int numThreads = 0;          // 0: one per core
+  int numThreads = 0;          // JIT handles: 0 = one per core
+  nnc_cuda_graphs cudaGraphs = NNC_CUDA_GRAPHS_DEFAULT;  // JIT handles of target cuda (nnc_options.cuda_graphs)
   std::ostream* log = nullptr; // where -v, --print-after-all and --time-passes write
 };
 

@@ -44,6 +44,11 @@ nnc_status tensorInfo(const nnc_model* m, size_t index, nnc_tensor_info* info, b
 
 namespace nnc::rt {
 
+// The first nnc_options was {size_t, int32_t} plus padding, which old callers may leave unset: a
+// field added later must lie past it, or an old struct_size would make us read that padding.
+static_assert(offsetof(nnc_options, device_buffers) >= sizeof(size_t) + 2 * sizeof(int32_t),
+              "nnc_options fields added after version 1 must lie past its padding");
+
 void setThreadLastError(std::string message) { tlsLastError = std::move(message); }
 
 nnc_model* createModelHandle(Plan plan, const uint8_t* weights, std::shared_ptr<void> keepAlive,
@@ -62,6 +67,11 @@ nnc_model* createModelHandle(Plan plan, const uint8_t* weights, std::shared_ptr<
     // Older callers pass a shorter struct: read only the fields it has.
     if (opts->struct_size >= offsetof(nnc_options, num_threads) + sizeof(opts->num_threads))
       numThreads = opts->num_threads;
+    if (opts->struct_size >= offsetof(nnc_options, device_buffers) + sizeof(opts->device_buffers) &&
+        opts->device_buffers != 0)
+      return failWith(NNC_ERROR_INVALID_ARGUMENT,
+                      "nnc_options.device_buffers is " + std::to_string(opts->device_buffers) +
+                          ": device buffers exist for cuda models only (this model was compiled for the cpu)");
   }
   std::unique_ptr<nnc_model> m(new (std::nothrow) nnc_model());
   if (!m) return failWith(NNC_ERROR_OUT_OF_MEMORY, "out of memory creating the model");

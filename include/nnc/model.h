@@ -62,9 +62,23 @@ typedef struct nnc_tensor {
   const int64_t *shape;
 } nnc_tensor;
 
+/* CUDA Graphs for a cuda model (nnc_options.cuda_graphs). */
+typedef enum nnc_cuda_graphs {
+  NNC_CUDA_GRAPHS_DEFAULT = 0, /* on, unless the environment sets NNC_CUDA_GRAPHS=0 */
+  NNC_CUDA_GRAPHS_ON = 1,
+  NNC_CUDA_GRAPHS_OFF = 2
+} nnc_cuda_graphs;
+
+/* Zero-initialise, set struct_size, then the fields you need: a zero field means the default. */
 typedef struct nnc_options {
   size_t struct_size;  /* sizeof(nnc_options) */
   int32_t num_threads; /* 0: one per core (NNC_NUM_THREADS overrides) */
+  int32_t reserved;    /* the first version's padding: never read (old callers may leave it unset) */
+  /* cuda models only (a cpu model refuses device_buffers = 1 and ignores cuda_graphs): */
+  int32_t device_buffers; /* 1: nnc_tensor.data of inputs and outputs are CUDA device pointers
+                             (CUdeviceptr values) on the model's GPU, copied device-to-device;
+                             0: host memory */
+  int32_t cuda_graphs;    /* an nnc_cuda_graphs value */
 } nnc_options;
 
 typedef struct nnc_model nnc_model;

@@ -53,6 +53,8 @@ Opened openOnce() {
   ok &= resolve(lib, "cuMemGetInfo_v2", &a.cuMemGetInfo, &missing);
   ok &= resolve(lib, "cuMemcpyHtoDAsync_v2", &a.cuMemcpyHtoDAsync, &missing);
   ok &= resolve(lib, "cuMemcpyDtoHAsync_v2", &a.cuMemcpyDtoHAsync, &missing);
+  ok &= resolve(lib, "cuMemcpyDtoDAsync_v2", &a.cuMemcpyDtoDAsync, &missing);
+  ok &= resolve(lib, "cuPointerGetAttribute", &a.cuPointerGetAttribute, &missing);
   ok &= resolve(lib, "cuLaunchKernel", &a.cuLaunchKernel, &missing);
   ok &= resolve(lib, "cuGetErrorString", &a.cuGetErrorString, &missing);
   ok &= resolve(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);

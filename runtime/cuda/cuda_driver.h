@@ -30,6 +30,14 @@ constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: a capture restricts only the capturing thread's API calls, so
 // other threads (other model handles) may allocate while a plan is being captured.
 constexpr int kStreamCaptureModeThreadLocal = 1;
+// cuPointerGetAttribute: CU_POINTER_ATTRIBUTE_MEMORY_TYPE (unsigned CUmemorytype), _DEVICE_ORDINAL
+// (int), _RANGE_START_ADDR (CUdeviceptr), _RANGE_SIZE (size_t); CU_MEMORYTYPE_DEVICE / _UNIFIED.
+constexpr int kPointerAttributeMemoryType = 2;
+constexpr int kPointerAttributeDeviceOrdinal = 9;
+constexpr int kPointerAttributeRangeStart = 11;
+constexpr int kPointerAttributeRangeSize = 12;
+constexpr unsigned kMemoryTypeDevice = 2;
+constexpr unsigned kMemoryTypeUnified = 4;
 
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
@@ -53,6 +61,8 @@ struct DriverApi {
   CUresult (*cuMemGetInfo)(size_t*, size_t*);    // _v2
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);  // _v2
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);        // _v2
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);  // _v2
+  CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
   CUresult (*cuGetErrorString)(CUresult, const char**);

@@ -73,11 +73,39 @@ bool graphsRequested() {
   return !(env && env[0] == '0' && env[1] == '\0');
 }
 
+// What nnc_options says to a cuda model (fields the caller's struct is too short for keep defaults).
+struct CudaOptions {
+  bool deviceBuffers = false;
+  nnc_cuda_graphs graphs = NNC_CUDA_GRAPHS_DEFAULT;
+};
+
+Failure readOptions(const nnc_options* opts, CudaOptions* out) {
+  if (!opts) return {};
+  if (opts->struct_size < sizeof(size_t))
+    return failure(NNC_ERROR_INVALID_ARGUMENT,
+                   "nnc_options.struct_size is " + std::to_string(opts->struct_size) + ", expected sizeof(nnc_options)");
+  auto has = [&](size_t offset, size_t size) { return opts->struct_size >= offset + size; };
+  // num_threads has no meaning on the GPU (host builtins run on the calling thread).
+  if (has(offsetof(nnc_options, device_buffers), sizeof(opts->device_buffers))) {
+    if (opts->device_buffers != 0 && opts->device_buffers != 1)
+      return failure(NNC_ERROR_INVALID_ARGUMENT,
+                     "nnc_options.device_buffers is " + std::to_string(opts->device_buffers) + ", expected 0 or 1");
+    out->deviceBuffers = opts->device_buffers == 1;
+  }
+  if (has(offsetof(nnc_options, cuda_graphs), sizeof(opts->cuda_graphs))) {
+    if (opts->cuda_graphs < NNC_CUDA_GRAPHS_DEFAULT || opts->cuda_graphs > NNC_CUDA_GRAPHS_OFF)
+      return failure(NNC_ERROR_INVALID_ARGUMENT, "nnc_options.cuda_graphs is " + std::to_string(opts->cuda_graphs) +
+                                                     ", expected an nnc_cuda_graphs value (0, 1 or 2)");
+    out->graphs = static_cast<nnc_cuda_graphs>(opts->cuda_graphs);
+  }
+  return {};
+}
+
 class CudaExecutor final : public DeviceExecutor {
  public:
   ~CudaExecutor() override { release(); }
 
-  static Failure create(Plan plan, const uint8_t* weights, const ModuleImages& images,
+  static Failure create(Plan plan, const uint8_t* weights, const ModuleImages& images, const CudaOptions& options,
                         std::unique_ptr<CudaExecutor>* out);
 
   const Plan& plan() const override { return plan_; }
@@ -124,6 +152,9 @@ class CudaExecutor final : public DeviceExecutor {
   Failure bind(const uint8_t* weights);
   CUdeviceptr devicePointer(const BufferRef& b) const;
   Failure runSteps(const nnc_tensor* inputs, nnc_tensor* outputs);
+  Failure checkDeviceBuffer(const nnc_tensor& t, uint64_t bytes, const std::string& what) const;
+  Failure copyIn(CUdeviceptr dst, const nnc_tensor& src, uint64_t bytes, const std::string& what);
+  Failure copyOut(const nnc_tensor& dst, CUdeviceptr src, uint64_t bytes, const std::string& what);
   Failure runBuiltin(size_t index, const nnc_tensor* inputs);
   Failure launchStep(size_t index);
   Failure bindGemm(size_t index);
@@ -158,6 +189,7 @@ class CudaExecutor final : public DeviceExecutor {
   std::vector<CheckSlot> checks_;
   std::vector<int64_t> checkResults_;  // kCheckResultSize per check
   bool syncEachStep_ = false;
+  bool deviceBuffers_ = false;  // nnc_options.device_buffers: the caller's tensors are device memory
   CudaRunStats stats_;  // guarded by runMutex_
   std::mutex runMutex_;
 };
@@ -166,7 +198,7 @@ class CudaExecutor final : public DeviceExecutor {
 // throw std::bad_alloc instead, which the function-try-block turns into the same status (ex's
 // destructor has released whatever device memory was already allocated).
 Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImages& images,
-                             std::unique_ptr<CudaExecutor>* out) try {
+                             const CudaOptions& options, std::unique_ptr<CudaExecutor>* out) try {
   std::string message;
   if (!validatePlan(plan, &message)) return failure(NNC_ERROR_INTERNAL, "invalid plan: " + message);
   if (plan.target != Target::Cuda)
@@ -187,8 +219,12 @@ Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImag
   ex->plan_ = std::move(plan);
   ex->hostWeights_ = weights;
   ex->syncEachStep_ = syncEachStep();
+  ex->deviceBuffers_ = options.deviceBuffers;
   // Graph capture forbids the per-step synchronisation of NNC_CUDA_SYNC=1 (a debugging mode anyway).
-  if (!graphsRequested()) ex->stats_.graphsOffReason = "NNC_CUDA_GRAPHS=0";
+  // An explicit nnc_options.cuda_graphs overrides the environment.
+  if (options.graphs == NNC_CUDA_GRAPHS_OFF) ex->stats_.graphsOffReason = "nnc_options.cuda_graphs is off";
+  else if (options.graphs == NNC_CUDA_GRAPHS_DEFAULT && !graphsRequested())
+    ex->stats_.graphsOffReason = "NNC_CUDA_GRAPHS=0";
   else if (ex->syncEachStep_) ex->stats_.graphsOffReason = "NNC_CUDA_SYNC=1 synchronises after every step";
   else if (!ex->api_->hasGraphs()) ex->stats_.graphsOffReason = "the CUDA driver lacks the graph API";
   ex->stats_.graphsEnabled = ex->stats_.graphsOffReason.empty();
@@ -324,7 +360,7 @@ Failure CudaExecutor::bind(const uint8_t* weights) {
       if (ref.kind == BufferKind::Weight) {
         // Kernels and builtins never write weights; const dropped only for the uniform signature.
         hostPtr = weights ? const_cast<uint8_t*>(weights) + ref.offset : nullptr;
-      } else if (ref.kind != BufferKind::Input) {  // model inputs: the caller's host data, per run
+      } else if (ref.kind != BufferKind::Input || deviceBuffers_) {  // else the caller's host data, per run
         host.reset(new (std::nothrow) uint8_t[ref.size ? ref.size : 1]);
         if (!host) return failure(NNC_ERROR_OUT_OF_MEMORY, prefix + "out of memory for host staging buffers");
         hostPtr = host.get();
@@ -356,7 +392,7 @@ Failure CudaExecutor::runBuiltin(size_t index, const nnc_tensor* inputs) {
   const std::string prefix = "step " + std::to_string(index) + " (" + s.origin + "): ";
   for (size_t slot = 0; slot < s.args.size(); ++slot) {
     const BufferRef& ref = plan_.buffers[static_cast<size_t>(s.args[slot])];
-    if (ref.kind == BufferKind::Input) b.hostPtrs[slot] = inputs[ref.offset].data;
+    if (ref.kind == BufferKind::Input && !deviceBuffers_) b.hostPtrs[slot] = inputs[ref.offset].data;
     if (!b.staging[slot] || ref.size == 0) continue;
     if (Failure f = check(a.cuMemcpyDtoHAsync(b.staging[slot].get(), b.devicePtrs[slot], ref.size, stream_),
                           prefix + "cuMemcpyDtoH (builtin '" + s.name + "' argument " + std::to_string(slot) + ")"))
@@ -488,13 +524,53 @@ Failure CudaExecutor::runSegment(Segment& seg) {
   return {};
 }
 
+// With device buffers, a caller's pointer must be device (or managed) memory of this executor's GPU
+// whose allocation covers the tensor: otherwise the copy would read or write out of bounds, or fault.
+Failure CudaExecutor::checkDeviceBuffer(const nnc_tensor& t, uint64_t bytes, const std::string& what) const {
+  const DriverApi& a = *api_;
+  const auto ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(t.data));
+  const std::string prefix = what + ": nnc_options.device_buffers is set, but the data pointer ";
+  unsigned memoryType = 0;
+  if (a.cuPointerGetAttribute(&memoryType, kPointerAttributeMemoryType, ptr) != kCudaSuccess ||
+      (memoryType != kMemoryTypeDevice && memoryType != kMemoryTypeUnified))
+    return failure(NNC_ERROR_INVALID_ARGUMENT, prefix + "is not CUDA device memory");
+  int ordinal = -1;
+  CUdevice device = 0;
+  if (a.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, ptr) != kCudaSuccess ||
+      a.cuDeviceGet(&device, ordinal) != kCudaSuccess || device != device_)
+    return failure(NNC_ERROR_INVALID_ARGUMENT, prefix + "is memory of another GPU (device " +
+                                                   std::to_string(ordinal) + ")");
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (a.cuPointerGetAttribute(&start, kPointerAttributeRangeStart, ptr) != kCudaSuccess ||
+      a.cuPointerGetAttribute(&size, kPointerAttributeRangeSize, ptr) != kCudaSuccess || ptr < start ||
+      bytes > size - (ptr - start))
+    return failure(NNC_ERROR_INVALID_ARGUMENT, prefix + "points into an allocation with fewer than " +
+                                                   std::to_string(bytes) + " bytes left");
+  return {};
+}
+
+Failure CudaExecutor::copyIn(CUdeviceptr dst, const nnc_tensor& src, uint64_t bytes, const std::string& what) {
+  if (!deviceBuffers_) return check(api_->cuMemcpyHtoDAsync(dst, src.data, bytes, stream_), "cuMemcpyHtoD (" + what + ")");
+  if (Failure f = checkDeviceBuffer(src, bytes, what)) return f;
+  const auto ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(src.data));
+  return check(api_->cuMemcpyDtoDAsync(dst, ptr, bytes, stream_), "cuMemcpyDtoD (" + what + ")");
+}
+
+Failure CudaExecutor::copyOut(const nnc_tensor& dst, CUdeviceptr src, uint64_t bytes, const std::string& what) {
+  if (!deviceBuffers_) return check(api_->cuMemcpyDtoHAsync(dst.data, src, bytes, stream_), "cuMemcpyDtoH (" + what + ")");
+  if (Failure f = checkDeviceBuffer(dst, bytes, what)) return f;
+  const auto ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(dst.data));
+  return check(api_->cuMemcpyDtoDAsync(ptr, src, bytes, stream_), "cuMemcpyDtoD (" + what + ")");
+}
+
 Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
   const DriverApi& a = *api_;
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     const uint64_t bytes = plan_.inputs[i].byteSize;
     if (bytes == 0) continue;
-    if (Failure f = check(a.cuMemcpyHtoDAsync(io_ + inputOffsets_[i], inputs[i].data, bytes, stream_),
-                          "cuMemcpyHtoD (input " + std::to_string(i) + " '" + plan_.inputs[i].name + "')"))
+    if (Failure f = copyIn(io_ + inputOffsets_[i], inputs[i], bytes,
+                           "input " + std::to_string(i) + " ('" + plan_.inputs[i].name + "')"))
       return f;
   }
   // Host builtins in order between the segments of device steps.
@@ -514,8 +590,8 @@ Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
   for (size_t i = 0; i < plan_.outputs.size(); ++i) {
     const uint64_t bytes = plan_.outputs[i].byteSize;
     if (bytes == 0) continue;
-    if (Failure f = check(a.cuMemcpyDtoHAsync(outputs[i].data, io_ + outputOffsets_[i], bytes, stream_),
-                          "cuMemcpyDtoH (output " + std::to_string(i) + " '" + plan_.outputs[i].name + "')"))
+    if (Failure f = copyOut(outputs[i], io_ + outputOffsets_[i], bytes,
+                            "output " + std::to_string(i) + " ('" + plan_.outputs[i].name + "')"))
       return f;
   }
   for (size_t c = 0; c < checks_.size(); ++c) {
@@ -589,15 +665,14 @@ nnc_model* createCudaModelHandle(Plan plan, const uint8_t* weights, std::shared_
     if (status) *status = st;
     return nullptr;
   };
-  if (opts && opts->struct_size < sizeof(size_t))
-    return failWith(NNC_ERROR_INVALID_ARGUMENT, "nnc_options.struct_size is " + std::to_string(opts->struct_size) +
-                                                    ", expected sizeof(nnc_options)");
-  // num_threads has no meaning on the GPU (host builtins run on the calling thread).
+  CudaOptions options;
+  if (Failure f = readOptions(opts, &options)) return failWith(f.status, f.message);
   std::unique_ptr<nnc_model> m(new (std::nothrow) nnc_model());
   if (!m) return failWith(NNC_ERROR_OUT_OF_MEMORY, "out of memory creating the model");
   m->keepAlive = std::move(keepAlive);
   std::unique_ptr<CudaExecutor> ex;
-  if (Failure f = CudaExecutor::create(std::move(plan), weights, images, &ex)) return failWith(f.status, f.message);
+  if (Failure f = CudaExecutor::create(std::move(plan), weights, images, options, &ex))
+    return failWith(f.status, f.message);
   m->device = std::move(ex);
   if (status) *status = NNC_OK;
   return m.release();

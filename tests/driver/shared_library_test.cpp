@@ -225,7 +225,7 @@ TEST(SharedLibrary, OneHandleFromEightThreads) {
   ModelApi api;
   std::string error;
   ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
-  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_options opts{sizeof(nnc_options), 2, 0, 0, 0};
   nnc_model* m = nullptr;
   ASSERT_EQ(api.create(&m, &opts), NNC_OK) << api.lastError();
   hammer(api, m, "model.so handle");
@@ -245,7 +245,7 @@ TEST(SharedLibrary, ManyThreadsManyRunsOnOneHandleAndOnSeveral) {
   ModelApi api;
   std::string error;
   ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
-  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_options opts{sizeof(nnc_options), 2, 0, 0, 0};
   nnc_model* m = nullptr;
   ASSERT_EQ(api.create(&m, &opts), NNC_OK) << api.lastError();
   hammer(api, m, "one handle, 16 threads", /*threads=*/16, /*runs=*/250);
@@ -282,7 +282,7 @@ TEST(SharedLibrary, CreateRunDestroyCyclesDoNotGrowMemory) {
   ASSERT_TRUE(openModelLibrary(so, &api, &error)) << error;
   std::mt19937 rng(5);
   Tensor x = randomTensor(DType::F32, Shape{16, kK}, rng);
-  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_options opts{sizeof(nnc_options), 2, 0, 0, 0};
   auto cycle = [&] {
     nnc_model* m = nullptr;
     if (api.create(&m, &opts) != NNC_OK) return false;

@@ -51,7 +51,7 @@ namespace {
 
 TEST(AotEntry, CreatesAndRunsTheEmbeddedModel) {
   nnc_model* m = nullptr;
-  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_options opts{sizeof(nnc_options), 2, 0, 0, 0};
   ASSERT_EQ(nnc_model_create(&m, &opts), NNC_OK) << nnc_last_error();
   ASSERT_NE(m, nullptr);
   ASSERT_EQ(nnc_model_num_inputs(m), 1u);
@@ -77,7 +77,7 @@ TEST(AotEntry, NullOutPointer) {
 
 TEST(AotEntry, BadOptionsLeaveNullHandle) {
   nnc_model* m = reinterpret_cast<nnc_model*>(0x1);
-  nnc_options opts{1, 0};
+  nnc_options opts{1, 0, 0, 0, 0};
   EXPECT_EQ(nnc_model_create(&m, &opts), NNC_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(m, nullptr);
   EXPECT_STREQ(nnc_last_error(),

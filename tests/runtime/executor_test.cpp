@@ -2,6 +2,8 @@
 // path (status and message), creation failures, and concurrent runs on one handle.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -36,7 +38,7 @@ class ModelTest : public ::testing::Test {
   void SetUp() override {
     weights_ = makeWeights();
     std::string error;
-    nnc_options opts{sizeof(nnc_options), 4};
+    nnc_options opts{sizeof(nnc_options), 4, 0, 0, 0};
     model_ = createModelHandle(testing::makeAddDoublePlan(kRows, kCols),
                                reinterpret_cast<const uint8_t*>(weights_.data()), nullptr, addDoubleSymbols(), &opts,
                                &error);
@@ -267,17 +269,35 @@ TEST(ModelCreate, Failures) {
   EXPECT_EQ(error, "invalid plan: buffer 2: arena range [128, +262144) exceeds the arena size 262208");
   EXPECT_EQ(status, NNC_ERROR_INTERNAL);
 
-  nnc_options opts{0, 2};
+  nnc_options opts{0, 2, 0, 0, 0};
   EXPECT_EQ(tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status),
             nullptr);
   EXPECT_EQ(error, "nnc_options.struct_size is 0, expected sizeof(nnc_options)");
   EXPECT_EQ(status, NNC_ERROR_INVALID_ARGUMENT);
 
   // An older caller's shorter struct (no num_threads) is accepted.
-  opts = {sizeof(size_t), 123};
+  opts = {sizeof(size_t), 123, 0, 0, 0};
   nnc_model* m = tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status);
   ASSERT_NE(m, nullptr) << error;
   EXPECT_EQ(status, NNC_OK);
+  nnc_model_destroy(m);
+
+  // Device buffers are for cuda models; a struct too short to have the field never asks for them.
+  opts = {sizeof(nnc_options), 2, 0, 1, 0};
+  EXPECT_EQ(tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status),
+            nullptr);
+  EXPECT_EQ(status, NNC_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(error,
+            "nnc_options.device_buffers is 1: device buffers exist for cuda models only (this model was compiled for "
+            "the cpu)");
+  opts.struct_size = offsetof(nnc_options, device_buffers);
+  m = tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status);
+  ASSERT_NE(m, nullptr) << error;
+  nnc_model_destroy(m);
+  // cuda_graphs means nothing to a cpu model.
+  opts = {sizeof(nnc_options), 2, 0, 0, NNC_CUDA_GRAPHS_OFF};
+  m = tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status);
+  ASSERT_NE(m, nullptr) << error;
   nnc_model_destroy(m);
 }
 

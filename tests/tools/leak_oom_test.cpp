@@ -99,7 +99,7 @@ class LeakOom : public ::testing::Test {
 TEST_F(LeakOom, TenThousandRunsDoNotGrowMemory) {
   SoApi api;
   ASSERT_NO_FATAL_FAILURE(compileDense("runs.so", &api));
-  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_options opts{sizeof(nnc_options), 2, 0, 0, 0};
   nnc_model* m = nullptr;
   ASSERT_EQ(api.create(&m, &opts), NNC_OK) << api.lastError();
   const Tensor x = denseInput();
@@ -144,7 +144,7 @@ TEST_F(LeakOom, ThousandCreateRunDestroyCyclesDoNotGrowMemory) {
   SoApi api;
   ASSERT_NO_FATAL_FAILURE(compileDense("cycles.so", &api));
   const Tensor x = denseInput();
-  nnc_options opts{sizeof(nnc_options), 2};
+  nnc_options opts{sizeof(nnc_options), 2, 0, 0, 0};
   auto cycle = [&] {
     nnc_model* m = nullptr;
     if (api.create(&m, &opts) != NNC_OK) return false;

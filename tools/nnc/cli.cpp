@@ -207,7 +207,7 @@ class SharedLibraryLoaded final : public LoadedModel {
     api.lastError = reinterpret_cast<decltype(api.lastError)>(dlsym(m->lib_, "nnc_model_last_error"));
     if (!api.numInputs || !api.numOutputs || !api.inputInfo || !api.outputInfo || !api.run || !api.lastError)
       return Status::error(path + ": not an nnc model library (C ABI functions missing)");
-    nnc_options opts{sizeof(nnc_options), numThreads};
+    nnc_options opts{sizeof(nnc_options), numThreads, 0, 0, 0};
     if (create(&m->model_, &opts) != NNC_OK) return Status::error(path + ": " + lastError());
     return std::unique_ptr<LoadedModel>(std::move(m));
   }
