@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "ir/status.h"
@@ -85,8 +86,14 @@ size_t KernelBuilder::NodeHash::operator()(const ExprNode& n) const {
 }
 
 int64_t Loop::size() const {
+  // A zero extent first: an empty tensor may have other dims of up to 2^40 whose product overflows
+  // (found by fuzz_shape_inference). Loops follow tensor dims, so without a zero the product is at
+  // most 2^40; saturate anyway rather than overflow.
+  for (int64_t e : extents)
+    if (e == 0) return 0;
   int64_t n = 1;
-  for (int64_t e : extents) n *= e;
+  for (int64_t e : extents)
+    if (__builtin_mul_overflow(n, e, &n)) return INT64_MAX;
   return n;
 }
 
