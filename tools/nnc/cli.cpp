@@ -84,6 +84,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.compile.gpuArch, value("--gpu-arch"));
     } else if (arg == "--allow-tf32") {
       o.compile.allowTf32 = true;
+    } else if (arg == "--no-cuda-graphs") {
+      o.compile.cudaGraphs = NNC_CUDA_GRAPHS_OFF;
     } else if (is("--shape")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shape"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--shape"));
@@ -189,7 +191,7 @@ class SharedLibraryLoaded final : public LoadedModel {
     if (model_) destroy_(model_);
     if (lib_) dlclose(lib_);
   }
-  static Expected<std::unique_ptr<LoadedModel>> open(const std::string& path, int numThreads) {
+  static Expected<std::unique_ptr<LoadedModel>> open(const std::string& path, const CompileOptions& options) {
     auto m = std::make_unique<SharedLibraryLoaded>();
     const std::string resolved = path.find('/') == std::string::npos ? "./" + path : path;
     m->lib_ = dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -207,7 +209,7 @@ class SharedLibraryLoaded final : public LoadedModel {
     api.lastError = reinterpret_cast<decltype(api.lastError)>(dlsym(m->lib_, "nnc_model_last_error"));
     if (!api.numInputs || !api.numOutputs || !api.inputInfo || !api.outputInfo || !api.run || !api.lastError)
       return Status::error(path + ": not an nnc model library (C ABI functions missing)");
-    nnc_options opts{sizeof(nnc_options), numThreads, 0, 0, 0};
+    nnc_options opts{sizeof(nnc_options), options.numThreads, 0, 0, options.cudaGraphs};
     if (create(&m->model_, &opts) != NNC_OK) return Status::error(path + ": " + lastError());
     return std::unique_ptr<LoadedModel>(std::move(m));
   }
@@ -224,7 +226,7 @@ class SharedLibraryLoaded final : public LoadedModel {
 }  // namespace
 
 Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options) {
-  if (endsWith(path, ".so")) return SharedLibraryLoaded::open(path, options.compile.numThreads);
+  if (endsWith(path, ".so")) return SharedLibraryLoaded::open(path, options.compile);
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, onnx::importModelFile(path, options.import));
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(*graph, options.compile);
   if (!model) return model.status().withContext(path + ": ");

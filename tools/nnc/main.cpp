@@ -23,6 +23,7 @@ const char kUsage[] =
     "  --gpu-arch=sm_90             cuda: the GPU architecture of the cubin (PTX for newer GPUs rides along)\n"
     "  --allow-tf32                 cuda: f32 GEMMs may use TF32 tensor cores (about 1e-3 relative error;\n"
     "                               default: exact fp32)\n"
+    "  --no-cuda-graphs             cuda (run, test, bench): launch step by step instead of replaying CUDA Graphs\n"
     "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
     "  --emit=ir|fused-ir|kernel-ir|plan|llvm   print the graph before/after passes, the kernels, the\n"
