@@ -200,5 +200,28 @@ TEST(CudaOptionsJit, CudaGraphsOptionOverridesTheEnvironment) {
   EXPECT_EQ(stats.graphLaunches, 2);
 }
 
+// A model too large for the GPU (a 1 TiB intermediate): creation fails with NNC_ERROR_OUT_OF_MEMORY
+// and a message naming the allocation, and whatever was allocated before is freed again.
+TEST(CudaRuntime, TooLargeForTheDeviceIsOutOfMemoryAndLeaksNothing) {
+  std::string why;
+  if (!rt::cuda::cudaDeviceAvailable(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  auto g = std::make_unique<Graph>();
+  GraphBuilder b(*g);
+  Value* x = b.input("x", DType::F32, Shape{int64_t(1) << 38});
+  b.output(b.op(OpKind::Exp, {b.op(OpKind::Exp, {x})}));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  size_t before = 0, after = 0, total = 0;
+  std::string error;
+  ASSERT_TRUE(rt::cuda::cudaDeviceMemory(0, &before, &total, &error)) << error;
+  CompileOptions o = cuda();
+  o.optLevel = 0;  // the intermediate lives in the arena
+  auto model = compileJit(*g, o);
+  ASSERT_FALSE(model.isOk());
+  EXPECT_NE(model.status().message().find("out of device memory allocating the "), std::string::npos)
+      << model.status().message();
+  ASSERT_TRUE(rt::cuda::cudaDeviceMemory(0, &after, &total, &error)) << error;
+  EXPECT_LE(before > after ? before - after : 0, size_t(64) << 20) << "device memory was not freed";
+}
+
 }  // namespace
 }  // namespace nnc::testing
