@@ -64,8 +64,9 @@ Status checkTarget(const CompileOptions& o) {
       return Status::error("GPU architecture '" + o.gpuArch + "' is not a real architecture such as sm_80 or sm_90");
     return Status::ok();
 #else
-    return Status::error("target 'cuda' is not available: this nnc was built without the CUDA toolkit's NVRTC "
-                         "(use --target=cpu)");
+    return Status::error(
+        "target 'cuda' is not available: this nnc was built without the CUDA toolkit's NVRTC "
+        "(use --target=cpu)");
 #endif
   }
   return Status::error("unknown target '" + o.target + "' (expected cpu or cuda)");
@@ -185,8 +186,8 @@ class JitModel final : public CompiledModel {
     nnc_status status = NNC_OK;
     const uint8_t* data = weights->data();
     nnc_options opts{sizeof(nnc_options), options.numThreads, 0, 0, options.cudaGraphs};
-    handle_ = rt::cuda::createCudaModelHandle(std::move(program.lowered.plan), data, weights, images, &opts, &error,
-                                              &status);
+    handle_ =
+        rt::cuda::createCudaModelHandle(std::move(program.lowered.plan), data, weights, images, &opts, &error, &status);
     if (!handle_) return Status::error(error);
     return Status::ok();
   }
@@ -355,14 +356,37 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   ::close(fd);
   // nnc_model_create lives in the AOT archive and nothing references it: ask for it explicitly.
   // The version script exports exactly the C ABI.
-  std::vector<std::string> link = {cxx, "-shared", "-o", tmpOut, dir + "/kernels.o", dir + "/data.o",
-                                   "-Wl,--undefined=nnc_model_create", NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE,
-                                   "-lmvec", "-lm", "-pthread", "-Wl,-Bsymbolic", "-Wl,--no-undefined",
+  std::vector<std::string> link = {cxx,
+                                   "-shared",
+                                   "-o",
+                                   tmpOut,
+                                   dir + "/kernels.o",
+                                   dir + "/data.o",
+                                   "-Wl,--undefined=nnc_model_create",
+                                   NNC_RUNTIME_AOT_ARCHIVE,
+                                   NNC_RUNTIME_ARCHIVE,
+                                   "-lmvec",
+                                   "-lm",
+                                   "-pthread",
+                                   "-Wl,-Bsymbolic",
+                                   "-Wl,--no-undefined",
                                    "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT};
   if (cuda)  // no host kernels; the CUDA executor opens libcuda with dlopen (-ldl), never links it
-    link = {cxx, "-shared", "-o", tmpOut, dir + "/data.o", "-Wl,--undefined=nnc_model_create",
-            NNC_RUNTIME_CUDA_AOT_ARCHIVE, NNC_RUNTIME_CUDA_ARCHIVE, NNC_RUNTIME_ARCHIVE, "-ldl", "-lm", "-pthread",
-            "-Wl,-Bsymbolic", "-Wl,--no-undefined", "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT};
+    link = {cxx,
+            "-shared",
+            "-o",
+            tmpOut,
+            dir + "/data.o",
+            "-Wl,--undefined=nnc_model_create",
+            NNC_RUNTIME_CUDA_AOT_ARCHIVE,
+            NNC_RUNTIME_CUDA_ARCHIVE,
+            NNC_RUNTIME_ARCHIVE,
+            "-ldl",
+            "-lm",
+            "-pthread",
+            "-Wl,-Bsymbolic",
+            "-Wl,--no-undefined",
+            "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT};
   for (std::string flag : {std::string(NNC_EXTRA_LINK_FLAGS)})
     if (!flag.empty()) link.push_back(flag);
   Status linked = runCommand(link, "linker");

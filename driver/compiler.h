@@ -16,8 +16,8 @@
 namespace nnc {
 
 struct CompileOptions {
-  int optLevel = 2;           // 0: eager (one kernel per op), 1-3: fused
-  std::string target = "cpu";  // cpu | cuda
+  int optLevel = 2;               // 0: eager (one kernel per op), 1-3: fused
+  std::string target = "cpu";     // cpu | cuda
   std::string gpuArch = "sm_90";  // cuda: the real architecture NVRTC compiles the cubin for (PTX rides along)
   // cuda: f32 GEMMs may round their inputs to TF32 on the tensor cores (faster, about 1e-3 relative
   // error). Off by default: fp32 is exact fp32, as ONNX specifies.
@@ -25,28 +25,28 @@ struct CompileOptions {
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
-  bool verifyEachPass = false; // on in tests and debug builds
-  int numThreads = 0;          // JIT handles: 0 = one per core
+  bool verifyEachPass = false;                           // on in tests and debug builds
+  int numThreads = 0;                                    // JIT handles: 0 = one per core
   nnc_cuda_graphs cudaGraphs = NNC_CUDA_GRAPHS_DEFAULT;  // JIT handles of target cuda (nnc_options.cuda_graphs)
-  std::ostream* log = nullptr; // where -v, --print-after-all and --time-passes write
+  std::ostream* log = nullptr;                           // where -v, --print-after-all and --time-passes write
 };
 
 // What a compile produced, for --emit and nnc bench.
 struct CompileReport {
-  std::string irBefore;       // --emit=ir
-  std::string irAfter;        // --emit=fused-ir
-  std::string kernelIr;       // every kernel's kernel IR
-  std::string plan;           // --emit=plan: rt::printPlan of the final plan (target mappings included)
-  std::string llvmIr;         // --emit=llvm (after optimisation)
-  std::string cudaSource;     // --emit=cuda (target cuda): the kernels' CUDA C++ translation unit
-  std::string ptx;            // --emit=ptx (target cuda): NVRTC's PTX for gpuArch
-  std::string dot;            // --dump-graph
+  std::string irBefore;    // --emit=ir
+  std::string irAfter;     // --emit=fused-ir
+  std::string kernelIr;    // every kernel's kernel IR
+  std::string plan;        // --emit=plan: rt::printPlan of the final plan (target mappings included)
+  std::string llvmIr;      // --emit=llvm (after optimisation)
+  std::string cudaSource;  // --emit=cuda (target cuda): the kernels' CUDA C++ translation unit
+  std::string ptx;         // --emit=ptx (target cuda): NVRTC's PTX for gpuArch
+  std::string dot;         // --dump-graph
   int numKernels = 0;
-  int numBuiltins = 0;       // host builtin steps (TopK)
-  int numLibraryCalls = 0;   // library steps (cuda: cuBLASLt GEMMs)
+  int numBuiltins = 0;      // host builtin steps (TopK)
+  int numLibraryCalls = 0;  // library steps (cuda: cuBLASLt GEMMs)
   uint64_t arenaBytes = 0;
   uint64_t weightBytes = 0;
-  uint64_t bytesMoved = 0;     // sum over steps of the bytes their buffers hold (reads + writes)
+  uint64_t bytesMoved = 0;  // sum over steps of the bytes their buffers hold (reads + writes)
 };
 
 // An in-process compiled model; runs on host buffers.

@@ -21,9 +21,9 @@ struct LoweredProgram {
 };
 
 struct LoweringOptions {
-  bool fuse = true;           // false: one kernel per node (eager, -O0)
-  bool libraryGemm = false;   // MatMuls as library GEMM steps (the cuda target's cuBLASLt; passes/fusion.h)
-  bool allowTf32 = false;     // f32 library GEMMs may round their inputs to TF32 (--allow-tf32)
+  bool fuse = true;                   // false: one kernel per node (eager, -O0)
+  bool libraryGemm = false;           // MatMuls as library GEMM steps (the cuda target's cuBLASLt; passes/fusion.h)
+  bool allowTf32 = false;             // f32 library GEMMs may round their inputs to TF32 (--allow-tf32)
   std::ostream* fusionLog = nullptr;  // one line per rejected fusion candidate
 };
 

@@ -81,8 +81,9 @@ int main() {
   double maxError = 0;
   for (int64_t i = 0; i < logits.numel(); ++i)
     maxError = std::max(maxError, std::fabs(logits.dataAs<float>()[i] - ref[i]) / (1e-5 + std::fabs(ref[i])));
-  std::printf("MLP 784-512-256-10, batch %lld: %d kernels; logits[0][0..3] = %.5f %.5f %.5f; max rel error vs float64 %.2e\n",
-              static_cast<long long>(batch), (*model)->report().numKernels, logits.dataAs<float>()[0],
-              logits.dataAs<float>()[1], logits.dataAs<float>()[2], maxError);
+  std::printf(
+      "MLP 784-512-256-10, batch %lld: %d kernels; logits[0][0..3] = %.5f %.5f %.5f; max rel error vs float64 %.2e\n",
+      static_cast<long long>(batch), (*model)->report().numKernels, logits.dataAs<float>()[0],
+      logits.dataAs<float>()[1], logits.dataAs<float>()[2], maxError);
   return maxError < 1e-3 ? 0 : 1;
 }

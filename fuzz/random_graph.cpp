@@ -135,7 +135,8 @@ class ValidGen {
   Value* asFloat(Value* v) { return isFloat(v->dtype()) ? v : castTo(v, DType::F32); }
   Value* pickValue() {
     // Prefer recent values so chains grow deep.
-    if (pool_.size() > 1 && c_.percent(60)) return pool_[pool_.size() - 1 - c_.range(0, std::min<size_t>(2, pool_.size() - 1))];
+    if (pool_.size() > 1 && c_.percent(60))
+      return pool_[pool_.size() - 1 - c_.range(0, std::min<size_t>(2, pool_.size() - 1))];
     return c_.pick(pool_);
   }
   std::vector<int64_t> randomAxes(int rank) {
@@ -174,11 +175,11 @@ class ValidGen {
 
   void unaryFloat(Value* x) {
     static const std::vector<OpKind> kinds = {
-        OpKind::Exp,     OpKind::Log,       OpKind::Sqrt,     OpKind::Reciprocal, OpKind::Floor,
-        OpKind::Ceil,    OpKind::Sin,       OpKind::Cos,      OpKind::Tanh,       OpKind::Sigmoid,
-        OpKind::Relu,    OpKind::LeakyRelu, OpKind::Elu,      OpKind::Selu,       OpKind::Softplus,
-        OpKind::Softsign, OpKind::HardSigmoid, OpKind::HardSwish, OpKind::Erf,    OpKind::Gelu,
-        OpKind::Atan,    OpKind::Abs,       OpKind::Neg,      OpKind::Clip,       OpKind::Mish};
+        OpKind::Exp,      OpKind::Log,         OpKind::Sqrt,      OpKind::Reciprocal, OpKind::Floor,
+        OpKind::Ceil,     OpKind::Sin,         OpKind::Cos,       OpKind::Tanh,       OpKind::Sigmoid,
+        OpKind::Relu,     OpKind::LeakyRelu,   OpKind::Elu,       OpKind::Selu,       OpKind::Softplus,
+        OpKind::Softsign, OpKind::HardSigmoid, OpKind::HardSwish, OpKind::Erf,        OpKind::Gelu,
+        OpKind::Atan,     OpKind::Abs,         OpKind::Neg,       OpKind::Clip,       OpKind::Mish};
     OpKind k = c_.pick(kinds);
     Attributes a;
     if (k == OpKind::LeakyRelu) a.set("alpha", 0.01 * static_cast<double>(c_.range(1, 50)));
@@ -219,8 +220,8 @@ class ValidGen {
     if (x->shape().rank() == 0) return unaryAny(x);
     static const std::vector<OpKind> anyK = {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ArgMax,
                                              OpKind::ArgMin};
-    static const std::vector<OpKind> fltK = {OpKind::ReduceSum, OpKind::ReduceMean,      OpKind::ReduceMax,
-                                             OpKind::ReduceMin, OpKind::ReduceL1,        OpKind::ReduceL2,
+    static const std::vector<OpKind> fltK = {OpKind::ReduceSum,       OpKind::ReduceMean,      OpKind::ReduceMax,
+                                             OpKind::ReduceMin,       OpKind::ReduceL1,        OpKind::ReduceL2,
                                              OpKind::ReduceLogSumExp, OpKind::ReduceSumSquare, OpKind::ArgMax};
     OpKind k = isFloat(x->dtype()) ? c_.pick(fltK) : c_.pick(anyK);
     Attributes a;
@@ -272,8 +273,10 @@ class ValidGen {
     for (int64_t p = 2; p <= rest; ++p)
       while (rest % p == 0) {
         rest /= p;
-        if (!dims.empty() && c_.percent(40)) dims.back() *= p;
-        else dims.push_back(p);
+        if (!dims.empty() && c_.percent(40))
+          dims.back() *= p;
+        else
+          dims.push_back(p);
       }
     if (c_.percent(30)) dims.insert(dims.begin() + c_.range(0, static_cast<int64_t>(dims.size())), 1);
     while (dims.size() > 5) {
@@ -411,7 +414,8 @@ class ValidGen {
     Shape ws{k, n};
     if (rank >= 3 && c_.percent(30)) ws = Shape{x->shape()[rank - 3], k, n};  // batched weight
     Value* w = c_.percent(70) ? newConst(x->dtype(), ws) : newInput(x->dtype(), ws);
-    Value* y = c_.percent(20) ? op(OpKind::MatMul, {b_.op(OpKind::Transpose, {w}, permLast2(ws.rank())), x_T(x)}) : nullptr;
+    Value* y =
+        c_.percent(20) ? op(OpKind::MatMul, {b_.op(OpKind::Transpose, {w}, permLast2(ws.rank())), x_T(x)}) : nullptr;
     if (!y) y = op(OpKind::MatMul, {x, w});
     if (!y || !b_.status()) return;
     epilogue(y, Shape{y->shape()[y->shape().rank() - 1]});
@@ -470,7 +474,8 @@ class ValidGen {
   }
   void cast(Value* x) {
     DType t = x->dtype();
-    DType to = isFloat(t) ? (t == DType::F32 ? DType::F64 : DType::F32) : (c_.percent(50) ? DType::F32 : (t == DType::I32 ? DType::I64 : DType::I32));
+    DType to = isFloat(t) ? (t == DType::F32 ? DType::F64 : DType::F32)
+                          : (c_.percent(50) ? DType::F32 : (t == DType::I32 ? DType::I64 : DType::I32));
     if (!o_.allowF64 && to == DType::F64) to = DType::F32;
     if (!o_.allowInts && isInteger(to)) to = DType::F32;
     castTo(x, to);
@@ -487,19 +492,30 @@ class ValidGen {
 // The loose generator: ops from a list of common ones (and now and then any op), inputs and
 // attributes drawn without regard for what the op accepts.
 const std::vector<OpKind>& commonOps() {
-  static const std::vector<OpKind> ops = {
-      OpKind::Add,        OpKind::Sub,          OpKind::Mul,         OpKind::Div,
-      OpKind::Pow,        OpKind::Relu,         OpKind::Sigmoid,     OpKind::Exp,
-      OpKind::Cast,       OpKind::Clip,         OpKind::Where,       OpKind::Equal,
-      OpKind::Reshape,    OpKind::Transpose,    OpKind::Expand,      OpKind::Slice,
-      OpKind::Concat,     OpKind::Split,        OpKind::Pad,         OpKind::Tile,
-      OpKind::Gather,     OpKind::GatherElements, OpKind::GatherND,  OpKind::Resize,
-      OpKind::Trilu,      OpKind::OneHot,       OpKind::Range,       OpKind::ConstantOfShape,
-      OpKind::Shape,      OpKind::DepthToSpace, OpKind::ReduceSum,   OpKind::ReduceMean,
-      OpKind::ReduceMax,  OpKind::ArgMax,       OpKind::Softmax,     OpKind::LayerNormalization,
-      OpKind::CumSum,     OpKind::MatMul,       OpKind::Einsum,      OpKind::Conv,
-      OpKind::ConvTranspose, OpKind::MaxPool,   OpKind::AveragePool, OpKind::GlobalAveragePool,
-      OpKind::ScatterND,  OpKind::ScatterElements, OpKind::TopK,     OpKind::InstanceNormalization};
+  static const std::vector<OpKind> ops = {OpKind::Add,           OpKind::Sub,
+                                          OpKind::Mul,           OpKind::Div,
+                                          OpKind::Pow,           OpKind::Relu,
+                                          OpKind::Sigmoid,       OpKind::Exp,
+                                          OpKind::Cast,          OpKind::Clip,
+                                          OpKind::Where,         OpKind::Equal,
+                                          OpKind::Reshape,       OpKind::Transpose,
+                                          OpKind::Expand,        OpKind::Slice,
+                                          OpKind::Concat,        OpKind::Split,
+                                          OpKind::Pad,           OpKind::Tile,
+                                          OpKind::Gather,        OpKind::GatherElements,
+                                          OpKind::GatherND,      OpKind::Resize,
+                                          OpKind::Trilu,         OpKind::OneHot,
+                                          OpKind::Range,         OpKind::ConstantOfShape,
+                                          OpKind::Shape,         OpKind::DepthToSpace,
+                                          OpKind::ReduceSum,     OpKind::ReduceMean,
+                                          OpKind::ReduceMax,     OpKind::ArgMax,
+                                          OpKind::Softmax,       OpKind::LayerNormalization,
+                                          OpKind::CumSum,        OpKind::MatMul,
+                                          OpKind::Einsum,        OpKind::Conv,
+                                          OpKind::ConvTranspose, OpKind::MaxPool,
+                                          OpKind::AveragePool,   OpKind::GlobalAveragePool,
+                                          OpKind::ScatterND,     OpKind::ScatterElements,
+                                          OpKind::TopK,          OpKind::InstanceNormalization};
   return ops;
 }
 
@@ -524,8 +540,8 @@ class LooseGen {
 
  private:
   DType anyDType() {
-    static const std::vector<DType> common = {DType::F32, DType::F32, DType::I64, DType::I32, DType::F64,
-                                              DType::Bool, DType::F16, DType::U8};
+    static const std::vector<DType> common = {DType::F32, DType::F32,  DType::I64, DType::I32,
+                                              DType::F64, DType::Bool, DType::F16, DType::U8};
     if (c_.percent(90)) return c_.pick(common);
     return static_cast<DType>(c_.range(0, kNumDTypes - 1));
   }
@@ -557,8 +573,10 @@ class LooseGen {
     if (c_.percent(10)) s = Shape{c_.range(1, 3), c_.range(1, 3)};
     Tensor v(t, s);
     for (int64_t i = 0; i < v.numel(); ++i) {
-      if (isFloat(t)) v.setDouble(i, anyFloat());
-      else v.setInt(i, anyInt());
+      if (isFloat(t))
+        v.setDouble(i, anyFloat());
+      else
+        v.setInt(i, anyInt());
     }
     return b_.constant(v);
   }
@@ -568,10 +586,10 @@ class LooseGen {
       case AttrKind::Int: return anyInt();
       case AttrKind::Float: return anyFloat();
       case AttrKind::String: {
-        static const std::vector<std::string> strs = {"",        "constant", "reflect", "edge",  "wrap",   "NOTSET",
-                                                      "SAME_UPPER", "VALID", "DCR",     "CRD",   "none",   "tanh",
-                                                      "add",     "mul",      "max",     "linear", "nearest", "cubic",
-                                                      "ij,jk->ik", "i,i",    "...ii->...i", "bij,bjk->bik", "a->", "iij"};
+        static const std::vector<std::string> strs = {
+            "",        "constant", "reflect",   "edge", "wrap",        "NOTSET",       "SAME_UPPER", "VALID",
+            "DCR",     "CRD",      "none",      "tanh", "add",         "mul",          "max",        "linear",
+            "nearest", "cubic",    "ij,jk->ik", "i,i",  "...ii->...i", "bij,bjk->bik", "a->",        "iij"};
         return c_.pick(strs);
       }
       case AttrKind::Ints: {
@@ -601,9 +619,12 @@ class LooseGen {
     std::vector<Value*> ins;
     for (int i = 0; i < numIn; ++i) {
       int r = static_cast<int>(c_.range(0, 9));
-      if (i >= def.minInputs && r == 0) ins.push_back(nullptr);
-      else if (r < 3) ins.push_back(smallConstant());
-      else ins.push_back(c_.pick(pool_));
+      if (i >= def.minInputs && r == 0)
+        ins.push_back(nullptr);
+      else if (r < 3)
+        ins.push_back(smallConstant());
+      else
+        ins.push_back(c_.pick(pool_));
     }
     Attributes a;
     for (const AttrSpec& spec : def.attrs) {
@@ -675,8 +696,10 @@ Status compareTensors(const Tensor& got, const Tensor& want, DType precision, co
     if (!ok) {
       std::ostringstream os;
       os << what << ": element " << i << " is ";
-      if (isFloat(want.dtype())) os << got.getDouble(i) << ", reference " << want.getDouble(i);
-      else os << got.getInt(i) << ", reference " << want.getInt(i);
+      if (isFloat(want.dtype()))
+        os << got.getDouble(i) << ", reference " << want.getDouble(i);
+      else
+        os << got.getInt(i) << ", reference " << want.getInt(i);
       return Status::error(os.str());
     }
   }

@@ -53,8 +53,8 @@ class SeededChoices : public Choices {
 };
 
 struct RandomGraphOptions {
-  int maxNodes = 8;      // generated op steps (a step may add a few helper nodes)
-  int maxDim = 5;        // dims of generated shapes are in [1, maxDim]
+  int maxNodes = 8;  // generated op steps (a step may add a few helper nodes)
+  int maxDim = 5;    // dims of generated shapes are in [1, maxDim]
   bool allowF64 = true;
   bool allowInts = true;  // i32 / i64 values
 };

@@ -51,8 +51,7 @@ bool attrValueEqual(const AttrValue& a, const AttrValue& b) {
     case AttrKind::Int: return std::get<int64_t>(a) == std::get<int64_t>(b);
     case AttrKind::String: return std::get<std::string>(a) == std::get<std::string>(b);
     case AttrKind::Ints: return std::get<std::vector<int64_t>>(a) == std::get<std::vector<int64_t>>(b);
-    case AttrKind::Strings:
-      return std::get<std::vector<std::string>>(a) == std::get<std::vector<std::string>>(b);
+    case AttrKind::Strings: return std::get<std::vector<std::string>>(a) == std::get<std::vector<std::string>>(b);
   }
   return false;
 }

@@ -24,8 +24,8 @@ std::string arityText(int lo, int hi, const char* word) {
 Status checkArity(const Node& node, const OpDef& def) {
   int n = node.numInputs();
   if (n < def.minInputs || n > def.maxInputs)
-    return Status::error(node.diagPrefix() + "expects " + arityText(def.minInputs, def.maxInputs, "input") +
-                         ", got " + std::to_string(n));
+    return Status::error(node.diagPrefix() + "expects " + arityText(def.minInputs, def.maxInputs, "input") + ", got " +
+                         std::to_string(n));
   int m = node.numOutputs();
   if (m < def.minOutputs || m > def.maxOutputs)
     return Status::error(node.diagPrefix() + "expects " + arityText(def.minOutputs, def.maxOutputs, "output") +
@@ -105,8 +105,8 @@ std::vector<Value*> GraphBuilder::opMulti(OpKind op, std::vector<Value*> inputs,
     if (inputs[i]) continue;
     // A null required input after an earlier failure is that failure's consequence: stay quiet.
     if (!status_) return nulls;
-    return fail(Status::error("node '" + nodeName + "' (" + std::string(opName(op)) + "): input " +
-                              std::to_string(i) + " is required"));
+    return fail(Status::error("node '" + nodeName + "' (" + std::string(opName(op)) + "): input " + std::to_string(i) +
+                              " is required"));
   }
 
   Node* node = graph_.addNode(op, nodeName, std::move(inputs), numOutputs, std::move(attrs));

@@ -24,8 +24,8 @@ class GraphBuilder {
   Value* constant(Tensor value, const std::string& name = "");
   // Creates a node (validating arity and attributes, inferring types, folding when possible).
   // numOutputs < 0 means the op's minimum output count.
-  std::vector<Value*> opMulti(OpKind op, std::vector<Value*> inputs, Attributes attrs = {},
-                              int numOutputs = -1, const std::string& name = "");
+  std::vector<Value*> opMulti(OpKind op, std::vector<Value*> inputs, Attributes attrs = {}, int numOutputs = -1,
+                              const std::string& name = "");
   Value* op(OpKind op, std::vector<Value*> inputs, Attributes attrs = {}, const std::string& name = "");
   void output(Value* v);
 

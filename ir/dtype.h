@@ -26,12 +26,8 @@ std::optional<DType> dtypeFromOnnx(int onnxType);
 std::optional<DType> dtypeFromName(std::string_view name);
 
 inline bool isFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
-inline bool isSignedInt(DType t) {
-  return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
-}
-inline bool isUnsignedInt(DType t) {
-  return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
-}
+inline bool isSignedInt(DType t) { return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64; }
+inline bool isUnsignedInt(DType t) { return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64; }
 inline bool isInteger(DType t) { return isSignedInt(t) || isUnsignedInt(t); }
 // Storage-only types: computation happens in f32 (kernel IR never types an expression f16/bf16).
 inline bool isHalfLike(DType t) { return t == DType::F16 || t == DType::BF16; }

@@ -71,8 +71,7 @@ Node* Graph::createNode(std::list<std::unique_ptr<Node>>::iterator pos, OpKind o
   return node;
 }
 
-Node* Graph::addNode(OpKind op, const std::string& name, std::vector<Value*> inputs, int numOutputs,
-                     Attributes attrs) {
+Node* Graph::addNode(OpKind op, const std::string& name, std::vector<Value*> inputs, int numOutputs, Attributes attrs) {
   return createNode(nodes_.end(), op, name, std::move(inputs), numOutputs, std::move(attrs));
 }
 

@@ -91,11 +91,10 @@ class Graph {
   Value* addInput(const std::string& name, DType dtype, Shape shape);
   Value* addConstant(const std::string& name, Tensor value);
   // Appends a node; output types are set by the caller (GraphBuilder runs shape inference).
-  Node* addNode(OpKind op, const std::string& name, std::vector<Value*> inputs, int numOutputs,
-                Attributes attrs = {});
+  Node* addNode(OpKind op, const std::string& name, std::vector<Value*> inputs, int numOutputs, Attributes attrs = {});
   // Inserts a node immediately before `before` in the node order.
-  Node* insertNodeBefore(Node* before, OpKind op, const std::string& name, std::vector<Value*> inputs,
-                         int numOutputs, Attributes attrs = {});
+  Node* insertNodeBefore(Node* before, OpKind op, const std::string& name, std::vector<Value*> inputs, int numOutputs,
+                         Attributes attrs = {});
   void addOutput(Value* v);
   void setOutput(int i, Value* v);
 

@@ -55,8 +55,9 @@ Status resolveGenerator(const KernelGroup& group, kir::KernelBuilder& kb, const 
     return Status::error("internal: check kernel: value '" + v->name() + "' is neither read nor made in the group");
   const OpDef& def = opDef(producer->op());
   if (!def.lowerElement)
-    return Status::error(producer->diagPrefix() + "internal: a checked index is computed by a reduction in the "
-                                                  "same kernel");
+    return Status::error(producer->diagPrefix() +
+                         "internal: a checked index is computed by a reduction in the "
+                         "same kernel");
   LowerContext ctx{kb, *producer, {}};
   for (Value* in : producer->inputs()) {
     if (in) NNC_RETURN_IF_ERROR(resolveGenerator(group, kb, in, gens));
@@ -97,8 +98,8 @@ Expected<LoweredKernel> lowerIndexCheck(const KernelGroup& group, const Node& no
   kir::ExprId count = kb.reduce(kir::ReduceOp::Sum, countVars, violation(countVars));
   std::vector<kir::ExprId> firstVars = kb.reductionVars(shape.dims());
   kir::ExprId first = kb.reduce(kir::ReduceOp::ArgMax, firstVars, violation(firstVars));
-  kir::ExprId firstValue = kb.select(kb.binary(kir::ExprOp::Gt, count, kb.i64(0)),
-                                     asI64(gen(kb.unflatten(first, shape))), kb.i64(0));
+  kir::ExprId firstValue =
+      kb.select(kb.binary(kir::ExprOp::Gt, count, kb.i64(0)), asI64(gen(kb.unflatten(first, shape))), kb.i64(0));
   kb.addStore(resultSlot, kb.i64(rt::kCheckViolations), count, /*perInner=*/false);
   kb.addStore(resultSlot, kb.i64(rt::kCheckFirstPosition), first, /*perInner=*/false);
   kb.addStore(resultSlot, kb.i64(rt::kCheckFirstValue), firstValue, /*perInner=*/false);
@@ -145,8 +146,7 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
   const Node* anchor = nullptr;
   for (const Node* n : group.nodes) {
     FusionClass fc = opFusionClass(n->op());
-    if (fc == FusionClass::Opaque)
-      return Status::error(n->diagPrefix() + "an opaque op cannot be lowered to a kernel");
+    if (fc == FusionClass::Opaque) return Status::error(n->diagPrefix() + "an opaque op cannot be lowered to a kernel");
     if (fc != FusionClass::Reduction) continue;
     if (anchor)
       return Status::error(n->diagPrefix() + "a kernel can hold one reduction anchor; '" + anchor->name() +
@@ -177,8 +177,8 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
     for (const IndexCheck& check : def.indexChecks(*n)) {
       const Value* checked = n->input(check.input);
       if (!checked || checked->shape().numel() == 0) continue;
-      NNC_ASSIGN_OR_RETURN(LoweredKernel lk, lowerIndexCheck(group, *n, check,
-                                                             kernelName + "_check" + std::to_string(result.size())));
+      NNC_ASSIGN_OR_RETURN(LoweredKernel lk,
+                           lowerIndexCheck(group, *n, check, kernelName + "_check" + std::to_string(result.size())));
       if (checked->isConstant()) {
         // Known now: a violation is a compile-time error, and a satisfied check costs no kernel.
         NNC_RETURN_IF_ERROR(runConstantCheck(lk, checked->constant()));

@@ -12,9 +12,9 @@
 namespace nnc {
 
 struct KernelGroup {
-  std::vector<Node*> nodes;    // in topological order; at most one Reduction-class anchor
-  std::vector<Value*> inputs;  // values read from memory (graph inputs, constants, other groups)
-  std::vector<Value*> outputs; // values written to memory
+  std::vector<Node*> nodes;     // in topological order; at most one Reduction-class anchor
+  std::vector<Value*> inputs;   // values read from memory (graph inputs, constants, other groups)
+  std::vector<Value*> outputs;  // values written to memory
 };
 
 // Fills group.inputs/outputs from the nodes and the graph: an output is any value produced in the
@@ -33,8 +33,8 @@ struct LoweredKernel {
 
 // Builds the group's kernel(s): one kernel, except that a group without an anchor whose outputs
 // differ in shape (Split) gets one kernel per output shape; check kernels for the IndexChecks of
-// the group's nodes come first (a check kernel recomputes the checked input when it is fused). Fails, naming the node, when the group
-// cannot be lowered (two anchors, an opaque op, an epilogue not at the anchor's index).
+// the group's nodes come first (a check kernel recomputes the checked input when it is fused). Fails, naming the node,
+// when the group cannot be lowered (two anchors, an opaque op, an epilogue not at the anchor's index).
 Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName);
 
 }  // namespace nnc

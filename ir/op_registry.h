@@ -96,8 +96,7 @@ struct OpaqueKernel {
 struct IndexCheck {
   int input;
   std::string expectation;  // "must be in [-5, 4]": completes "indices '<name>' ..."
-  std::function<kir::ExprId(kir::KernelBuilder&, kir::ExprId value, const std::vector<kir::ExprId>& index)>
-      violates;
+  std::function<kir::ExprId(kir::KernelBuilder&, kir::ExprId value, const std::vector<kir::ExprId>& index)> violates;
 };
 
 struct OpDef {

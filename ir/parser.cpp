@@ -143,8 +143,7 @@ class Parser {
       if (res.ec == std::errc() && res.ptr == e) return Number{true, v, static_cast<double>(v)};
       uint64_t u;  // u64 values above 2^63 keep their bits
       res = std::from_chars(b, e, u);
-      if (res.ec == std::errc() && res.ptr == e)
-        return Number{true, static_cast<int64_t>(u), static_cast<double>(u)};
+      if (res.ec == std::errc() && res.ptr == e) return Number{true, static_cast<int64_t>(u), static_cast<double>(u)};
       return err("bad integer '" + tok + "'");
     }
     double d;
@@ -203,7 +202,7 @@ class Parser {
     Tensor t(type.dtype, type.shape);
     if (static_cast<int64_t>(values.size()) != t.numel())
       return errAt(line, "tensor of type " + std::string(dtypeName(type.dtype)) + type.shape.str() + " given " +
-                 std::to_string(values.size()) + " values");
+                             std::to_string(values.size()) + " values");
     fill(t, values);
     return t;
   }

@@ -22,8 +22,8 @@ Status checkInputs(const Node& node, const std::vector<Tensor>& inputs) {
     const Value* v = node.input(i);
     if (!v) continue;
     if (inputs[i].isNull() || inputs[i].dtype() != v->dtype() || inputs[i].shape() != v->shape())
-      return Status::error(node.diagPrefix() + "reference evaluation: input " + std::to_string(i) +
-                           " does not match " + std::string(dtypeName(v->dtype())) + v->shape().str());
+      return Status::error(node.diagPrefix() + "reference evaluation: input " + std::to_string(i) + " does not match " +
+                           std::string(dtypeName(v->dtype())) + v->shape().str());
   }
   return Status::ok();
 }

@@ -37,7 +37,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : storage_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : storage_(std::move(value)) {}        // NOLINT: implicit by design
   Expected(Status status) : storage_(std::move(status)) {  // NOLINT
     if (std::get<Status>(storage_).isOk()) {
       std::fprintf(stderr, "nnc internal error: Expected built from an ok Status\n");
@@ -66,24 +66,23 @@ class [[nodiscard]] Expected {
 }  // namespace nnc
 
 // Internal invariant: a failure is a bug in nnc, never the user's fault.
-#define NNC_CHECK(cond, msg)                                        \
-  do {                                                              \
-    if (!(cond)) ::nnc::internalError(__FILE__, __LINE__, (msg));   \
+#define NNC_CHECK(cond, msg)                                      \
+  do {                                                            \
+    if (!(cond)) ::nnc::internalError(__FILE__, __LINE__, (msg)); \
   } while (0)
 
 #define NNC_CONCAT_INNER(a, b) a##b
 #define NNC_CONCAT(a, b) NNC_CONCAT_INNER(a, b)
 
 // Propagates an error Status from an expression returning Status.
-#define NNC_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::nnc::Status nnc_status_ = (expr);            \
-    if (!nnc_status_.isOk()) return nnc_status_;   \
+#define NNC_RETURN_IF_ERROR(expr)                \
+  do {                                           \
+    ::nnc::Status nnc_status_ = (expr);          \
+    if (!nnc_status_.isOk()) return nnc_status_; \
   } while (0)
 
 // `NNC_ASSIGN_OR_RETURN(auto x, f());` unwraps an Expected or returns its error.
-#define NNC_ASSIGN_OR_RETURN(lhs, expr) \
-  NNC_ASSIGN_OR_RETURN_IMPL(NNC_CONCAT(nnc_expected_, __LINE__), lhs, expr)
+#define NNC_ASSIGN_OR_RETURN(lhs, expr) NNC_ASSIGN_OR_RETURN_IMPL(NNC_CONCAT(nnc_expected_, __LINE__), lhs, expr)
 #define NNC_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.isOk()) return tmp.status();           \

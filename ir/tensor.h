@@ -33,9 +33,13 @@ class Tensor {
   const std::byte* data() const { return buffer_ ? buffer_->data() : nullptr; }
   std::byte* mutableData();  // detaches from other holders first
   template <class T>
-  const T* dataAs() const { return reinterpret_cast<const T*>(data()); }
+  const T* dataAs() const {
+    return reinterpret_cast<const T*>(data());
+  }
   template <class T>
-  T* mutableDataAs() { return reinterpret_cast<T*>(mutableData()); }
+  T* mutableDataAs() {
+    return reinterpret_cast<T*>(mutableData());
+  }
 
   // Element access through double / int64 (f16/bf16 converted); used by reference code and tests.
   double getDouble(int64_t flatIndex) const;

@@ -92,7 +92,8 @@ Status verifyGraph(const Graph& graph) {
     }
     for (int i = 0; i < node->numOutputs(); ++i) {
       const Value* out = node->output(i);
-      if (!out || !owned.count(out)) return Status::error(p + "output " + std::to_string(i) + " is not a value of the graph");
+      if (!out || !owned.count(out))
+        return Status::error(p + "output " + std::to_string(i) + " is not a value of the graph");
       if (out->producer() != node || out->producerOutput() != i)
         return Status::error(p + "output " + std::to_string(i) + " " + valueDesc(out) +
                              " does not name this node as its producer");
@@ -120,7 +121,8 @@ Status verifyGraph(const Graph& graph) {
 
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const Value* v = graph.outputs()[i];
-    if (!v || !owned.count(v)) return Status::error("graph output " + std::to_string(i) + " is not a value of the graph");
+    if (!v || !owned.count(v))
+      return Status::error("graph output " + std::to_string(i) + " is not a value of the graph");
     if (!defined.count(v))
       return Status::error("graph output " + std::to_string(i) + " " + valueDesc(v) + " is never defined");
   }

@@ -42,6 +42,7 @@ double asDouble(DType t, const Scalar& s) {
 int64_t floatToInt(DType to, double v) {
   if (std::isnan(v)) return 0;
   double lo, hi;
+  // clang-format off
   switch (to) {
     case DType::I8: lo = -128; hi = 127; break;
     case DType::U8: lo = 0; hi = 255; break;
@@ -55,6 +56,7 @@ int64_t floatToInt(DType to, double v) {
       return static_cast<int64_t>(static_cast<uint64_t>(v));
     default: lo = -9223372036854775808.0; hi = 9223372036854775807.0; break;
   }
+  // clang-format on
   if (v <= lo) return static_cast<int64_t>(lo);
   // 2^63 (the I64 bound, and the default for a non-integer `to`) is not an int64: saturate.
   if (v >= hi) return hi >= 9223372036854775807.0 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi);
@@ -193,12 +195,8 @@ class Interpreter {
       case ReduceOp::Prod:
         r.i = wrap(t, static_cast<int64_t>(static_cast<uint64_t>(a.i) * static_cast<uint64_t>(b.i)));
         break;
-      case ReduceOp::Max:
-        r.i = u ? static_cast<int64_t>(std::max<uint64_t>(a.i, b.i)) : std::max(a.i, b.i);
-        break;
-      case ReduceOp::Min:
-        r.i = u ? static_cast<int64_t>(std::min<uint64_t>(a.i, b.i)) : std::min(a.i, b.i);
-        break;
+      case ReduceOp::Max: r.i = u ? static_cast<int64_t>(std::max<uint64_t>(a.i, b.i)) : std::max(a.i, b.i); break;
+      case ReduceOp::Min: r.i = u ? static_cast<int64_t>(std::min<uint64_t>(a.i, b.i)) : std::min(a.i, b.i); break;
       default: break;
     }
     return r;
@@ -215,17 +213,52 @@ class Interpreter {
     }
     const std::byte* p = t->data() + index * dtypeSize(t->dtype());
     switch (t->dtype()) {
-      case DType::F32: { float v; std::memcpy(&v, p, 4); s.f = v; break; }
+      case DType::F32: {
+        float v;
+        std::memcpy(&v, p, 4);
+        s.f = v;
+        break;
+      }
       case DType::F64: std::memcpy(&s.f, p, 8); break;
-      case DType::F16: { uint16_t v; std::memcpy(&v, p, 2); s.f = f16ToF32(v); break; }
-      case DType::BF16: { uint16_t v; std::memcpy(&v, p, 2); s.f = bf16ToF32(v); break; }
+      case DType::F16: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        s.f = f16ToF32(v);
+        break;
+      }
+      case DType::BF16: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        s.f = bf16ToF32(v);
+        break;
+      }
       case DType::I8: s.i = static_cast<int8_t>(*p); break;
       case DType::U8: s.i = static_cast<uint8_t>(*p); break;
       case DType::Bool: s.i = static_cast<uint8_t>(*p) != 0; break;
-      case DType::I16: { int16_t v; std::memcpy(&v, p, 2); s.i = v; break; }
-      case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); s.i = v; break; }
-      case DType::I32: { int32_t v; std::memcpy(&v, p, 4); s.i = v; break; }
-      case DType::U32: { uint32_t v; std::memcpy(&v, p, 4); s.i = v; break; }
+      case DType::I16: {
+        int16_t v;
+        std::memcpy(&v, p, 2);
+        s.i = v;
+        break;
+      }
+      case DType::U16: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        s.i = v;
+        break;
+      }
+      case DType::I32: {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        s.i = v;
+        break;
+      }
+      case DType::U32: {
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        s.i = v;
+        break;
+      }
       case DType::I64:
       case DType::U64: std::memcpy(&s.i, p, 8); break;
     }
@@ -247,17 +280,37 @@ class Interpreter {
     const double d = asDouble(vt, v);
     const int64_t i = !isFloat(vt) ? v.i : isFloat(t->dtype()) ? 0 : floatToInt(t->dtype(), v.f);
     switch (t->dtype()) {
-      case DType::F32: { float f = static_cast<float>(d); std::memcpy(p, &f, 4); break; }
+      case DType::F32: {
+        float f = static_cast<float>(d);
+        std::memcpy(p, &f, 4);
+        break;
+      }
       case DType::F64: std::memcpy(p, &d, 8); break;
-      case DType::F16: { uint16_t h = f32ToF16(static_cast<float>(d)); std::memcpy(p, &h, 2); break; }
-      case DType::BF16: { uint16_t h = f32ToBF16(static_cast<float>(d)); std::memcpy(p, &h, 2); break; }
+      case DType::F16: {
+        uint16_t h = f32ToF16(static_cast<float>(d));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::BF16: {
+        uint16_t h = f32ToBF16(static_cast<float>(d));
+        std::memcpy(p, &h, 2);
+        break;
+      }
       case DType::Bool: *p = static_cast<std::byte>(isFloat(vt) ? (d != 0) : (i != 0)); break;
       case DType::I8:
       case DType::U8: *p = static_cast<std::byte>(i & 0xff); break;
       case DType::I16:
-      case DType::U16: { uint16_t x = static_cast<uint16_t>(i); std::memcpy(p, &x, 2); break; }
+      case DType::U16: {
+        uint16_t x = static_cast<uint16_t>(i);
+        std::memcpy(p, &x, 2);
+        break;
+      }
       case DType::I32:
-      case DType::U32: { uint32_t x = static_cast<uint32_t>(i); std::memcpy(p, &x, 4); break; }
+      case DType::U32: {
+        uint32_t x = static_cast<uint32_t>(i);
+        std::memcpy(p, &x, 4);
+        break;
+      }
       case DType::I64:
       case DType::U64: std::memcpy(p, &i, 8); break;
     }

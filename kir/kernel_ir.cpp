@@ -315,8 +315,7 @@ std::vector<ExprId> KernelBuilder::reductionVars(const std::vector<int64_t>& ext
 }
 
 ExprId KernelBuilder::reduce(ReduceOp op, const std::vector<ExprId>& vars, ExprId body, bool selectLastIndex) {
-  auto it = std::find_if(pendingLoops_.begin(), pendingLoops_.end(),
-                         [&](const Loop& l) { return l.vars == vars; });
+  auto it = std::find_if(pendingLoops_.begin(), pendingLoops_.end(), [&](const Loop& l) { return l.vars == vars; });
   NNC_CHECK(it != pendingLoops_.end(), "reduce() over vars not made by reductionVars()");
   Reduction r;
   r.op = op;
@@ -356,8 +355,8 @@ std::string Kernel::str() const {
   os << "kernel " << name << "(";
   for (size_t i = 0; i < params.size(); ++i) {
     if (i) os << ", ";
-    os << (params[i].isOutput ? "out " : "") << "%" << i << ":" << dtypeName(params[i].dtype) << "["
-       << params[i].numel << "]";
+    os << (params[i].isOutput ? "out " : "") << "%" << i << ":" << dtypeName(params[i].dtype) << "[" << params[i].numel
+       << "]";
   }
   os << ") outer " << loopStr(outer) << " {\n";
   for (size_t i = 0; i < exprs.size(); ++i) {
@@ -389,8 +388,7 @@ std::string Kernel::str() const {
   }
   if (!inner.extents.empty()) os << "  inner " << loopStr(inner) << "\n";
   for (const Store& s : stores) {
-    os << "  store" << (s.perInner ? ".inner" : "") << " %" << s.slot << "[e" << s.index << "] = e" << s.value
-       << "\n";
+    os << "  store" << (s.perInner ? ".inner" : "") << " %" << s.slot << "[e" << s.index << "] = e" << s.value << "\n";
   }
   os << "}\n";
   return os.str();

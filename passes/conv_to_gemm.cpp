@@ -67,8 +67,8 @@ Status rewrite(Graph& graph, Node* conv) {
       if (conv->attrs().has(name)) attrs.set(name, conv->attrs().getInts(name));
     if (conv->attrs().has("auto_pad")) attrs.set("auto_pad", conv->attrs().getString("auto_pad"));
     attrs.set("kernel_shape", std::vector<int64_t>(ws.dims().begin() + 2, ws.dims().end()));
-    Node* im2col = graph.insertNodeBefore(conv, OpKind::Im2Col, graph.uniqueName(base + "_im2col"), {x}, 1,
-                                          std::move(attrs));
+    Node* im2col =
+        graph.insertNodeBefore(conv, OpKind::Im2Col, graph.uniqueName(base + "_im2col"), {x}, 1, std::move(attrs));
     NNC_RETURN_IF_ERROR(inferNode(*im2col));
     cols = im2col->output(0);
   }

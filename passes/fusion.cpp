@@ -42,10 +42,8 @@ bool rereadsInputs(OpKind op) {
     case OpKind::LRN:
     case OpKind::CumSum:
     case OpKind::ScatterElements:
-    case OpKind::ScatterND:
-      return true;
-    default:
-      return false;
+    case OpKind::ScatterND: return true;
+    default: return false;
   }
 }
 
@@ -196,9 +194,9 @@ class Partitioner {
   std::vector<Node*> nodes_;
   std::map<const Node*, int> index_;
   std::vector<int> parent_;
-  std::vector<int> anchorOf_;            // per root: the anchor node index, or -1
-  std::vector<bool> onlyDataMovement_;   // per root: the group is injective ops only
-  std::vector<bool> gemmHasBias_;        // per root anchored by a library GEMM: its bias is fused
+  std::vector<int> anchorOf_;           // per root: the anchor node index, or -1
+  std::vector<bool> onlyDataMovement_;  // per root: the group is injective ops only
+  std::vector<bool> gemmHasBias_;       // per root anchored by a library GEMM: its bias is fused
 };
 
 }  // namespace

@@ -20,7 +20,7 @@ struct FusionDecision {
 };
 
 struct FusionOptions {
-  bool enabled = true;               // false: one group per node (-O0, eager)
+  bool enabled = true;  // false: one group per node (-O0, eager)
   // A MatMul that OpDef::asGemm describes becomes a library call (the cuda target's cuBLASLt): its
   // group takes no prologue (the library reads its operands from memory) and only the epilogue the
   // library applies itself: an f32 Add of a bias over the product's columns.

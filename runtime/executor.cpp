@@ -28,8 +28,7 @@ nnc_status failStatus(std::string* error, nnc_status status, std::string message
 }
 
 // Checks one caller tensor against its description.
-nnc_status checkTensor(const nnc_tensor& t, const TensorDesc& d, const char* what, size_t index,
-                       std::string* error) {
+nnc_status checkTensor(const nnc_tensor& t, const TensorDesc& d, const char* what, size_t index, std::string* error) {
   std::string prefix = std::string(what) + " " + std::to_string(index) + " ('" + d.name + "'): ";
   std::string expectedShape = formatShape(d.shape.data(), d.shape.size());
   if (!t.data && d.byteSize != 0) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, prefix + "data is null");
@@ -43,13 +42,13 @@ nnc_status checkTensor(const nnc_tensor& t, const TensorDesc& d, const char* wha
   bool same = static_cast<size_t>(t.rank) == d.shape.size();
   for (size_t i = 0; same && i < d.shape.size(); ++i) same = t.shape[i] == d.shape[i];
   if (!same)
-    return failStatus(error, NNC_ERROR_SHAPE_MISMATCH,
-                      prefix + "expected shape " + expectedShape + ", got " +
-                          formatShape(t.shape, static_cast<size_t>(t.rank)));
+    return failStatus(
+        error, NNC_ERROR_SHAPE_MISMATCH,
+        prefix + "expected shape " + expectedShape + ", got " + formatShape(t.shape, static_cast<size_t>(t.rank)));
   if (t.size_bytes < d.byteSize)
-    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
-                      prefix + "size_bytes is " + std::to_string(t.size_bytes) + ", expected at least " +
-                          std::to_string(d.byteSize));
+    return failStatus(
+        error, NNC_ERROR_INVALID_ARGUMENT,
+        prefix + "size_bytes is " + std::to_string(t.size_bytes) + ", expected at least " + std::to_string(d.byteSize));
   // Generated kernels load and store whole elements with the element's natural alignment (LLVM
   // `align N`; a misaligned address is undefined behaviour there, and faults on a GPU), so a buffer
   // must be aligned to its element size. Empty tensors are never read: any address will do.
@@ -69,9 +68,9 @@ nnc_status checkRunArguments(const Plan& plan, const nnc_tensor* inputs, size_t 
     return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
                       "expected " + std::to_string(plan.inputs.size()) + " inputs, got " + std::to_string(numInputs));
   if (numOutputs != plan.outputs.size())
-    return failStatus(error, NNC_ERROR_INVALID_ARGUMENT,
-                      "expected " + std::to_string(plan.outputs.size()) + " outputs, got " +
-                          std::to_string(numOutputs));
+    return failStatus(
+        error, NNC_ERROR_INVALID_ARGUMENT,
+        "expected " + std::to_string(plan.outputs.size()) + " outputs, got " + std::to_string(numOutputs));
   if (numInputs > 0 && !inputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "inputs is null");
   if (numOutputs > 0 && !outputs) return failStatus(error, NNC_ERROR_INVALID_ARGUMENT, "outputs is null");
   for (size_t i = 0; i < numInputs; ++i) {
@@ -161,9 +160,7 @@ std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, co
     for (size_t slot = 0; slot < s.args.size(); ++slot) {
       const BufferRef& b = plan.buffers[static_cast<size_t>(s.args[slot])];
       switch (b.kind) {
-        case BufferKind::Arena:
-          args[slot] = ex->arena_ + b.offset;
-          break;
+        case BufferKind::Arena: args[slot] = ex->arena_ + b.offset; break;
         case BufferKind::Weight:
           // Kernels never write weights; the const is dropped only to fit the uniform signature.
           args[slot] = weights ? const_cast<uint8_t*>(weights) + b.offset : nullptr;
@@ -192,8 +189,7 @@ std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, co
 nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
                          std::string* error, std::vector<double>* stepSeconds) {
   std::lock_guard<std::mutex> lock(runMutex_);
-  if (nnc_status st = checkRunArguments(plan_, inputs, numInputs, outputs, numOutputs, error); st != NNC_OK)
-    return st;
+  if (nnc_status st = checkRunArguments(plan_, inputs, numInputs, outputs, numOutputs, error); st != NNC_OK) return st;
 
   for (const IoSlot& io : ioSlots_)
     stepArgs_[io.step][io.slot] = io.isOutput ? outputs[io.index].data : inputs[io.index].data;

@@ -28,14 +28,14 @@ class Executor {
  public:
   // weights must outlive the executor. Fails with a message when a symbol is missing or the plan
   // is inconsistent.
-  static std::unique_ptr<Executor> create(Plan plan, const uint8_t* weights, const SymbolTable& symbols,
-                                          int numThreads, std::string* error);
+  static std::unique_ptr<Executor> create(Plan plan, const uint8_t* weights, const SymbolTable& symbols, int numThreads,
+                                          std::string* error);
   const Plan& plan() const { return plan_; }
   // Checks every tensor (count, null data, dtype, rank, shape, size) before running anything.
   // Runs are serialised (one at a time per executor). When stepSeconds is non-null it receives each
   // step's wall time (nnc bench --profile).
-  nnc_status run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
-                 std::string* error, std::vector<double>* stepSeconds = nullptr);
+  nnc_status run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs, std::string* error,
+                 std::vector<double>* stepSeconds = nullptr);
   int numThreads() const { return pool_ ? pool_->numThreads() : 1; }
 
  private:
@@ -55,8 +55,8 @@ class Executor {
   const uint8_t* weights_ = nullptr;
   std::unique_ptr<uint8_t, FreeDeleter> arenaStorage_;  // 64-byte aligned
   uint8_t* arena_ = nullptr;
-  std::vector<KernelFn> kernelFns_;   // per step (null for builtins)
-  std::vector<BuiltinFn> builtinFns_; // per step (null for kernels)
+  std::vector<KernelFn> kernelFns_;           // per step (null for builtins)
+  std::vector<BuiltinFn> builtinFns_;         // per step (null for kernels)
   std::vector<std::vector<void*>> stepArgs_;  // per step: buffer base pointers in param-slot order
   std::vector<int64_t> minChunk_;             // per step: outer points per parallel chunk
   std::vector<IoSlot> ioSlots_;

@@ -35,18 +35,8 @@ unsigned __int128 spanElements(int64_t batch, int64_t stride, int64_t rows, int6
 }  // namespace
 
 std::vector<int64_t> encodeGemm(const GemmParams& p) {
-  return {kGemmEncoding,
-          p.dtype,
-          p.batch,
-          p.m,
-          p.n,
-          p.k,
-          p.transA ? 1 : 0,
-          p.transB ? 1 : 0,
-          p.strideA,
-          p.strideB,
-          p.strideC,
-          static_cast<int64_t>(p.epilogue),
+  return {kGemmEncoding,      p.dtype,          p.batch,   p.m,       p.n,       p.k,
+          p.transA ? 1 : 0,   p.transB ? 1 : 0, p.strideA, p.strideB, p.strideC, static_cast<int64_t>(p.epilogue),
           p.allowTf32 ? 1 : 0};
 }
 
@@ -77,13 +67,14 @@ bool validateGemm(const GemmParams& p, const std::vector<uint64_t>& argBytes, st
   for (int64_t d : {p.batch, p.m, p.n, p.k})
     if (d < 1 || d > kMaxGemmDim) return fail(error, "gemm: a dimension is outside [1, 2^31 - 1]: " + describeGemm(p));
   for (int64_t s : {p.strideA, p.strideB, p.strideC})
-    if (s < 0 || s > kMaxGemmDim * kMaxGemmDim / 2) return fail(error, "gemm: invalid batch stride: " + describeGemm(p));
+    if (s < 0 || s > kMaxGemmDim * kMaxGemmDim / 2)
+      return fail(error, "gemm: invalid batch stride: " + describeGemm(p));
   if (p.batch > 1 && p.strideC < p.m * p.n)
     return fail(error, "gemm: batches of C overlap (stride " + std::to_string(p.strideC) + " < m*n)");
   if (p.allowTf32 && p.dtype != 1) return fail(error, "gemm: TF32 applies to f32 only");
   if (argBytes.size() != static_cast<size_t>(p.numArgs()))
-    return fail(error, "gemm: " + std::to_string(argBytes.size()) + " arguments, expected " +
-                           std::to_string(p.numArgs()));
+    return fail(error,
+                "gemm: " + std::to_string(argBytes.size()) + " arguments, expected " + std::to_string(p.numArgs()));
   const uint64_t elem = elementSize(p.dtype);
   struct Operand {
     const char* name;
@@ -110,8 +101,8 @@ std::string describeGemm(const GemmParams& p) {
   if (p.transA) s += " transA";
   if (p.transB) s += " transB";
   if (p.batch > 1)
-    s += " stride=(" + std::to_string(p.strideA) + ", " + std::to_string(p.strideB) + ", " +
-         std::to_string(p.strideC) + ")";
+    s += " stride=(" + std::to_string(p.strideA) + ", " + std::to_string(p.strideB) + ", " + std::to_string(p.strideC) +
+         ")";
   s += e < 4 ? kEpilogues[e] : " ?";
   if (p.allowTf32) s += " tf32";
   return s;

@@ -215,7 +215,8 @@ bool validateDescs(const std::vector<TensorDesc>& descs, const char* what, std::
     if (elementSize(d.dtype) == 0) return fail(error, prefix + "unknown dtype " + std::to_string(d.dtype));
     if (d.shape.size() > kMaxRank) return fail(error, prefix + "rank " + std::to_string(d.shape.size()) + " exceeds 8");
     uint64_t bytes = 0;
-    if (!shapeBytes(d, &bytes)) return fail(error, prefix + "invalid shape " + formatShape(d.shape.data(), d.shape.size()));
+    if (!shapeBytes(d, &bytes))
+      return fail(error, prefix + "invalid shape " + formatShape(d.shape.data(), d.shape.size()));
     if (bytes != d.byteSize)
       return fail(error, prefix + "byte size " + std::to_string(d.byteSize) + " does not match shape " +
                              formatShape(d.shape.data(), d.shape.size()) + " (" + std::to_string(bytes) + ")");
@@ -235,8 +236,7 @@ uint64_t elementSize(int32_t dtype) {
     return size;
 #include "ir/dtype.def"
 #undef NNC_DTYPE
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -247,8 +247,7 @@ std::string elementTypeName(int32_t dtype) {
     return name;
 #include "ir/dtype.def"
 #undef NNC_DTYPE
-    default:
-      return "dtype(" + std::to_string(dtype) + ")";
+    default: return "dtype(" + std::to_string(dtype) + ")";
   }
 }
 
@@ -295,12 +294,10 @@ bool validatePlan(const Plan& plan, std::string* error) {
                                  std::to_string(descs.size()) + " " + what + "s)");
         if (b.size != descs[b.offset].byteSize)
           return fail(error, prefix + "size " + std::to_string(b.size) + " differs from " + what + " " +
-                                 std::to_string(b.offset) + "'s byte size " +
-                                 std::to_string(descs[b.offset].byteSize));
+                                 std::to_string(b.offset) + "'s byte size " + std::to_string(descs[b.offset].byteSize));
         break;
       }
-      default:
-        return fail(error, prefix + "unknown kind " + std::to_string(static_cast<int>(b.kind)));
+      default: return fail(error, prefix + "unknown kind " + std::to_string(static_cast<int>(b.kind)));
     }
   }
 
@@ -412,7 +409,8 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
   p.buffers.resize(numBuffers);
   for (uint32_t i = 0; i < numBuffers && r.ok(); ++i) {
     uint8_t kind = r.u8("buffer kind");
-    if (r.ok() && kind > static_cast<uint8_t>(BufferKind::Output)) r.fail("unknown buffer kind " + std::to_string(kind));
+    if (r.ok() && kind > static_cast<uint8_t>(BufferKind::Output))
+      r.fail("unknown buffer kind " + std::to_string(kind));
     p.buffers[i].kind = static_cast<BufferKind>(kind);
     p.buffers[i].offset = r.u64("buffer offset");
     p.buffers[i].size = r.u64("buffer size");

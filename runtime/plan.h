@@ -54,12 +54,12 @@ inline constexpr GpuMapping kLastGpuMapping = GpuMapping::ThreadPerVector16;  //
 enum class StepKind : uint8_t { Kernel, Builtin, Library };
 struct Step {
   StepKind kind;
-  std::string name;           // kernel symbol / builtin symbol / library routine (kGemmStepName)
-  std::vector<int32_t> args;  // indices into Plan::buffers, in param-slot order
-  int64_t outerSize = 1;      // Kernel: outer loop points to split over threads
-  int64_t workPerPoint = 1;   // Kernel: rough cost of one outer point (elements touched)
+  std::string name;             // kernel symbol / builtin symbol / library routine (kGemmStepName)
+  std::vector<int32_t> args;    // indices into Plan::buffers, in param-slot order
+  int64_t outerSize = 1;        // Kernel: outer loop points to split over threads
+  int64_t workPerPoint = 1;     // Kernel: rough cost of one outer point (elements touched)
   std::vector<int64_t> params;  // Builtin, Library: the parameter block
-  std::string origin;         // graph node(s) it came from, for errors and profiles
+  std::string origin;           // graph node(s) it came from, for errors and profiles
   GpuMapping gpuMapping = GpuMapping::ThreadPerPoint;  // Kernel on Target::Cuda (version 2)
   std::string check;  // Kernel: non-empty for a check step, what it requires (version 3)
 };

@@ -13,7 +13,7 @@ shift || true
 
 APT_PACKAGES="cmake g++ make protobuf-compiler libprotobuf-dev libgtest-dev googletest llvm-14-dev libllvm14 \
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev libonnx-testdata python3-numpy python3-torch \
-  clang-14 libclang-rt-14-dev"
+  clang-14 libclang-rt-14-dev clang-format-14"
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -34,11 +34,13 @@ using kir::ReduceOp;
 
 bool isIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 std::string oneLine(std::string s) {
-  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  std::replace_if(
+      s.begin(), s.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
   return s;
 }
 
@@ -69,10 +71,10 @@ struct Affine {
 };
 
 struct VectorPlan {
-  int width = 1;                // 1: not vectorised
+  int width = 1;  // 1: not vectorised
   ExprId innerVar = kir::kNoExpr;
-  std::vector<char> variant;    // per expr: depends on innerVar
-  std::vector<char> reachable;  // per expr: reachable from a store's index or value
+  std::vector<char> variant;        // per expr: depends on innerVar
+  std::vector<char> reachable;      // per expr: reachable from a store's index or value
   std::vector<ExprId> vectorLoads;  // Load exprs done as one vector load per thread, in id order
 };
 
@@ -236,8 +238,9 @@ class KernelEmitter {
         unit_ = Unit::Warp;
         w_.line("const int lane = threadIdx.x & 31;");
         w_.line("const i64 warpsPerBlock = blockDim.x >> 5;");
-        openScope("for (i64 f = begin + (i64)blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); f < end; "
-                  "f += (i64)gridDim.x * warpsPerBlock)");
+        openScope(
+            "for (i64 f = begin + (i64)blockIdx.x * warpsPerBlock + (threadIdx.x >> 5); f < end; "
+            "f += (i64)gridDim.x * warpsPerBlock)");
         bindFlatIndex("f", k_.outer);
         emitPoint();
         closeScope();
@@ -274,8 +277,9 @@ class KernelEmitter {
   // A thread per outer point (grid-stride); also the scalar fallback of the vectorised kernels.
   void emitThreadPerPoint() {
     unit_ = Unit::Thread;
-    openScope("for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
-              "f += (i64)gridDim.x * blockDim.x)");
+    openScope(
+        "for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+        "f += (i64)gridDim.x * blockDim.x)");
     bindFlatIndex("f", k_.outer);
     emitPoint();
     closeScope();
@@ -300,8 +304,7 @@ class KernelEmitter {
     }
     w_.line("// " + W + " points per thread with vector accesses when every vector-accessed pointer is aligned");
     w_.line("// to its vector and begin/end are multiples of " + W + "; otherwise one point per thread.");
-    w_.line("const bool vectorised = (" + misalignment + ") == 0 && begin % " + W + " == 0 && end % " + W +
-            " == 0;");
+    w_.line("const bool vectorised = (" + misalignment + ") == 0 && begin % " + W + " == 0 && end % " + W + " == 0;");
     w_.open("if (!vectorised)");
     emitThreadPerPoint();
     w_.line("return;");
@@ -449,8 +452,10 @@ class KernelEmitter {
       for (const kir::Store& s : k_.stores)
         if (s.perInner) emitStore(s);
     };
-    if (unit_ == Unit::Thread) emitLoopNest(k_.inner, 0, innerStores);
-    else emitSplitLoop(k_.inner, names_.fresh("j"), innerStores);
+    if (unit_ == Unit::Thread)
+      emitLoopNest(k_.inner, 0, innerStores);
+    else
+      emitSplitLoop(k_.inner, names_.fresh("j"), innerStores);
   }
 
   // --- reductions
@@ -461,23 +466,29 @@ class KernelEmitter {
     if (t == DType::Bool) return (op == ReduceOp::Sum || op == ReduceOp::Max) ? "false" : "true";
     if (t == DType::F32 || t == DType::F64) {
       kir::ExprNode c{ExprOp::Const, t};
-      if (op == ReduceOp::Sum) c.fval = -0.0;  // -0 + x == x, also for x == -0
-      else if (op == ReduceOp::Prod) c.fval = 1.0;
-      else c.fval = maxLike ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      if (op == ReduceOp::Sum)
+        c.fval = -0.0;  // -0 + x == x, also for x == -0
+      else if (op == ReduceOp::Prod)
+        c.fval = 1.0;
+      else
+        c.fval = maxLike ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
       return literal(c);
     }
     if (op == ReduceOp::Sum) return intLiteral(t, 0);
     if (op == ReduceOp::Prod) return intLiteral(t, 1);
     const int bits = static_cast<int>(dtypeSize(t) * 8);
-    if (isUnsignedLike(t)) return maxLike ? intLiteral(t, 0) : intLiteral(t, bits == 64 ? -1 : (int64_t{1} << bits) - 1);
+    if (isUnsignedLike(t))
+      return maxLike ? intLiteral(t, 0) : intLiteral(t, bits == 64 ? -1 : (int64_t{1} << bits) - 1);
     const int64_t lo = bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1));
     return maxLike ? intLiteral(t, lo) : intLiteral(t, -(lo + 1));
   }
 
   // What the interpreter gives for a reduction over an empty loop (known when emitting).
   std::string emptyResult(ReduceOp op, DType t) {
-    if (op == ReduceOp::Sum) return t == DType::F32 || t == DType::F64 ? castExpr("0.0", DType::F64, t) : intLiteral(t, 0);
-    if (op == ReduceOp::Prod) return t == DType::F32 || t == DType::F64 ? castExpr("1.0", DType::F64, t) : intLiteral(t, 1);
+    if (op == ReduceOp::Sum)
+      return t == DType::F32 || t == DType::F64 ? castExpr("0.0", DType::F64, t) : intLiteral(t, 0);
+    if (op == ReduceOp::Prod)
+      return t == DType::F32 || t == DType::F64 ? castExpr("1.0", DType::F64, t) : intLiteral(t, 1);
     if (t == DType::F32 || t == DType::F64) return identity(op, t);
     if (op == ReduceOp::Max)  // the interpreter's i64 extremes, truncated to the type
       return castExpr(isUnsignedLike(t) ? "0LL" : "(-9223372036854775807LL - 1)", DType::I64, t);
@@ -485,8 +496,7 @@ class KernelEmitter {
   }
 
   std::string combine(ReduceOp op, DType t, const std::string& acc, const std::string& v) {
-    if (t == DType::Bool)
-      return (op == ReduceOp::Sum || op == ReduceOp::Max) ? acc + " || " + v : acc + " && " + v;
+    if (t == DType::Bool) return (op == ReduceOp::Sum || op == ReduceOp::Max) ? acc + " || " + v : acc + " && " + v;
     if (t == DType::F32 || t == DType::F64) {
       switch (op) {
         case ReduceOp::Sum: return acc + " + " + v;
@@ -763,8 +773,8 @@ Expected<CudaSource> emitCudaSource(const std::vector<kir::Kernel>& kernels) {
     const KernelMapping m = chooseMapping(k);
     out.kernels.push_back({k.name, m.mapping, k.outer.size(), m.vectorWidth, planMapping(m)});
   }
-  out.code = std::string("// Generated by nnc's CUDA backend.\n") + kPreludeSource + "\n" + decls.text() + "\n" +
-             defs.text();
+  out.code =
+      std::string("// Generated by nnc's CUDA backend.\n") + kPreludeSource + "\n" + decls.text() + "\n" + defs.text();
   return out;
 }
 

@@ -78,7 +78,7 @@ struct EmittedKernel {
   std::string name;
   ThreadMapping mapping;
   int64_t outerSize;
-  int vectorWidth = 1;  // ThreadPerVector: points per thread
+  int vectorWidth = 1;                                         // ThreadPerVector: points per thread
   rt::GpuMapping gpuMapping = rt::GpuMapping::ThreadPerPoint;  // planMapping() of the above: for the plan
 };
 

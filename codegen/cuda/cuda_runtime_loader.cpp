@@ -37,8 +37,8 @@ struct CudaDevice::Api {
   CUresult (*cuMemFree)(DevicePtr);
   CUresult (*cuMemcpyHtoD)(DevicePtr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, DevicePtr, size_t);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuGetErrorName)(CUresult, const char**);
 };
@@ -160,8 +160,7 @@ Status CudaDevice::copyToHost(void* dst, DevicePtr src, size_t bytes) {
   return check(api_->cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
 }
 
-Status CudaDevice::launch(void* fn, const std::vector<DevicePtr>& slots, int64_t begin, int64_t end,
-                          LaunchDims dims) {
+Status CudaDevice::launch(void* fn, const std::vector<DevicePtr>& slots, int64_t begin, int64_t end, LaunchDims dims) {
   std::vector<DevicePtr> ptrs = slots;  // cuLaunchKernel reads each argument through a pointer
   std::vector<void*> args;
   for (DevicePtr& p : ptrs) args.push_back(&p);

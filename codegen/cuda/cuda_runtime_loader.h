@@ -27,7 +27,7 @@ class CudaDevice {
   // ("libcuda.so.1 not found: ...", "cuInit: CUDA_ERROR_NO_DEVICE ...").
   static Expected<std::unique_ptr<CudaDevice>> open(int ordinal = 0);
 
-  std::string name() const;  // e.g. "NVIDIA H100 80GB HBM3"
+  std::string name() const;       // e.g. "NVIDIA H100 80GB HBM3"
   int computeCapability() const;  // e.g. 90
 
   // Loads a cubin (or PTX text, NUL-terminated) image; the module lives as long as this device.

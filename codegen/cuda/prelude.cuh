@@ -87,12 +87,12 @@ NNC_DEV double nnc_fmod_floor(double a, double b) {
 
 // --- float -> integer: truncation toward zero, saturating, NaN -> 0 (the interpreter's floatToInt)
 
-#define NNC_SAT_CAST(T, LO, HI)                      \
-  NNC_DEV T nnc_sat_##T(double v) {                  \
-    if (v != v) return (T)0;                         \
-    if (v <= (LO)) return (T)(LO);                   \
-    if (v >= (HI)) return (T)(HI);                   \
-    return (T)v;                                     \
+#define NNC_SAT_CAST(T, LO, HI)     \
+  NNC_DEV T nnc_sat_##T(double v) { \
+    if (v != v) return (T)0;        \
+    if (v <= (LO)) return (T)(LO);  \
+    if (v >= (HI)) return (T)(HI);  \
+    return (T)v;                    \
   }
 NNC_SAT_CAST(i8, -128.0, 127.0)
 NNC_SAT_CAST(u8, 0.0, 255.0)
@@ -117,28 +117,28 @@ NNC_DEV u64 nnc_sat_u64(double v) {
 // remainder by -1 is 0; floor variants round toward -inf. W is the wide unsigned type that makes
 // the arithmetic wrap instead of overflowing.
 
-#define NNC_SIGNED_DIV(T, W)                                                          \
-  NNC_DEV T nnc_div(T a, T b) {                                                       \
-    if (b == 0) return 0;                                                             \
-    if (b == -1) return (T)((W)0 - (W)a);                                             \
-    return (T)(a / b);                                                                \
-  }                                                                                   \
-  NNC_DEV T nnc_floordiv(T a, T b) {                                                  \
-    if (b == 0) return 0;                                                             \
-    if (b == -1) return (T)((W)0 - (W)a);                                             \
-    const T q = (T)(a / b), r = (T)(a % b);                                           \
-    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;                        \
-  }                                                                                   \
-  NNC_DEV T nnc_rem(T a, T b) { return (b == 0 || b == -1) ? (T)0 : (T)(a % b); }     \
-  NNC_DEV T nnc_floormod(T a, T b) {                                                  \
-    if (b == 0 || b == -1) return 0;                                                  \
-    const T r = (T)(a % b);                                                           \
-    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;                         \
+#define NNC_SIGNED_DIV(T, W)                                                      \
+  NNC_DEV T nnc_div(T a, T b) {                                                   \
+    if (b == 0) return 0;                                                         \
+    if (b == -1) return (T)((W)0 - (W)a);                                         \
+    return (T)(a / b);                                                            \
+  }                                                                               \
+  NNC_DEV T nnc_floordiv(T a, T b) {                                              \
+    if (b == 0) return 0;                                                         \
+    if (b == -1) return (T)((W)0 - (W)a);                                         \
+    const T q = (T)(a / b), r = (T)(a % b);                                       \
+    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;                     \
+  }                                                                               \
+  NNC_DEV T nnc_rem(T a, T b) { return (b == 0 || b == -1) ? (T)0 : (T)(a % b); } \
+  NNC_DEV T nnc_floormod(T a, T b) {                                              \
+    if (b == 0 || b == -1) return 0;                                              \
+    const T r = (T)(a % b);                                                       \
+    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;                     \
   }
-#define NNC_UNSIGNED_DIV(T)                                                           \
-  NNC_DEV T nnc_div(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }                  \
-  NNC_DEV T nnc_floordiv(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }             \
-  NNC_DEV T nnc_rem(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }                  \
+#define NNC_UNSIGNED_DIV(T)                                               \
+  NNC_DEV T nnc_div(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }      \
+  NNC_DEV T nnc_floordiv(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); } \
+  NNC_DEV T nnc_rem(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }      \
   NNC_DEV T nnc_floormod(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }
 NNC_SIGNED_DIV(i8, u32)
 NNC_SIGNED_DIV(i16, u32)
@@ -154,8 +154,8 @@ NNC_UNSIGNED_DIV(bool)
 
 // Shifts: an amount >= the width (taken as an unsigned 64-bit value) yields 0; right shifts of
 // unsigned types are logical, of signed ones arithmetic (as in the CPU backend).
-#define NNC_SHIFTS(T, W, BITS)                                                                        \
-  NNC_DEV T nnc_shl(T a, u64 s) { return s >= (BITS) ? (T)0 : (T)((W)a << s); }                      \
+#define NNC_SHIFTS(T, W, BITS)                                                  \
+  NNC_DEV T nnc_shl(T a, u64 s) { return s >= (BITS) ? (T)0 : (T)((W)a << s); } \
   NNC_DEV T nnc_shr(T a, u64 s) { return s >= (BITS) ? (T)0 : (T)(a >> s); }
 NNC_SHIFTS(u8, u32, 8u)
 NNC_SHIFTS(u16, u32, 16u)

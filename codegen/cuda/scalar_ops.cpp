@@ -160,8 +160,14 @@ std::string unaryExpr(const kir::ExprNode& n, const std::string& a, DType at, st
         if (n.ival & 2) s += (s.empty() ? "" : " || ") + a + " == -" + inf;
         return s.empty() ? "false" : paren(s);
       }
-      case ExprOp::RoundToF16: r = "nnc_round_f16(" + castExpr(a, at, DType::F32) + ")"; at = DType::F32; break;
-      case ExprOp::RoundToBF16: r = "nnc_round_bf16(" + castExpr(a, at, DType::F32) + ")"; at = DType::F32; break;
+      case ExprOp::RoundToF16:
+        r = "nnc_round_f16(" + castExpr(a, at, DType::F32) + ")";
+        at = DType::F32;
+        break;
+      case ExprOp::RoundToBF16:
+        r = "nnc_round_bf16(" + castExpr(a, at, DType::F32) + ")";
+        at = DType::F32;
+        break;
       default: break;
     }
     if (!r.empty()) return castExpr(r, at, n.dtype);

@@ -16,8 +16,8 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Process.h>
@@ -99,8 +99,7 @@ void addVectorMathMappings(llvm::TargetLibraryInfoImpl& tlii, unsigned lanes) {
   if (table.empty())
     for (const std::string& f : llvmcpu::vectorMathFunctions())
       table.emplace_back(llvmcpu::vectorMathWrapperName(f), llvmcpu::vectorMathVariantName(f, lanes));
-  for (const auto& [scalar, vector] : table)
-    descs.push_back({scalar, vector, llvm::ElementCount::getFixed(lanes)});
+  for (const auto& [scalar, vector] : table) descs.push_back({scalar, vector, llvm::ElementCount::getFixed(lanes)});
   tlii.addVectorizableFunctions(descs);
 }
 
@@ -139,7 +138,8 @@ Expected<std::pair<std::unique_ptr<llvm::LLVMContext>, std::unique_ptr<llvm::Mod
   llvm::raw_svector_ostream os(bitcode);
   llvm::WriteBitcodeToFile(m, os);
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto parsed = llvm::parseBitcodeFile(llvm::MemoryBufferRef(llvm::StringRef(bitcode.data(), bitcode.size()), "nnc"), *ctx);
+  auto parsed =
+      llvm::parseBitcodeFile(llvm::MemoryBufferRef(llvm::StringRef(bitcode.data(), bitcode.size()), "nnc"), *ctx);
   if (!parsed) return Status::error("cpu backend: reloading the module failed: " + errorText(parsed.takeError()));
   return std::make_pair(std::move(ctx), std::move(*parsed));
 }
@@ -278,8 +278,8 @@ Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
   impl->jit = std::move(*jit);
   // libm (tanf, erff, ... and the calls LLVM's intrinsics lower to) and libmvec (_ZGV*, loaded
   // by vectorMathLanes) from this process.
-  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      impl->jit->getDataLayout().getGlobalPrefix());
+  auto generator =
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(impl->jit->getDataLayout().getGlobalPrefix());
   if (!generator) return Status::error("jit: " + errorText(generator.takeError()));
   impl->jit->getMainJITDylib().addGenerator(std::move(*generator));
 

@@ -73,8 +73,8 @@ class CpuModule {
                                                     const CpuTargetOptions& opts);
 
   const std::vector<std::string>& kernelNames() const;
-  std::string targetCpu() const;       // the resolved CPU name (e.g. "skylake-avx512")
-  std::string llvmIr() const;          // the optimised module as text (--emit=llvm)
+  std::string targetCpu() const;  // the resolved CPU name (e.g. "skylake-avx512")
+  std::string llvmIr() const;     // the optimised module as text (--emit=llvm)
   // Compiles the module in-process (ORC LLJIT); libm and this process's symbols are resolvable.
   // May be called more than once; each call makes an independent JIT.
   Expected<std::unique_ptr<JitKernels>> jit() const;

@@ -120,10 +120,13 @@ class KernelLowering {
       emitLoopNest(loop, dim + 1, name, body);
       return;
     }
-    emitLoop(b_.getInt64(0), b_.getInt64(loop.extents[dim]), [&](Value* i) {
-      bind(loop.vars[dim], i);
-      emitLoopNest(loop, dim + 1, name, body);
-    }, dimName);
+    emitLoop(
+        b_.getInt64(0), b_.getInt64(loop.extents[dim]),
+        [&](Value* i) {
+          bind(loop.vars[dim], i);
+          emitLoopNest(loop, dim + 1, name, body);
+        },
+        dimName);
   }
 
   void emitOuterLoop() {
@@ -132,10 +135,13 @@ class KernelLowering {
     const kir::Loop& outer = k_.outer;
     const size_t rank = outer.extents.size();
     if (rank <= 1) {
-      emitLoop(begin, end, [&](Value* f) {
-        if (rank == 1) bind(outer.vars[0], f);
-        emitPoint();
-      }, "outer");
+      emitLoop(
+          begin, end,
+          [&](Value* f) {
+            if (rank == 1) bind(outer.vars[0], f);
+            emitPoint();
+          },
+          "outer");
       return;
     }
     // Row segments (see the file comment).
@@ -166,10 +172,13 @@ class KernelLowering {
         row = b_.CreateUDiv(row, extent);
       }
     }
-    emitLoop(j0, jEnd, [&](Value* j) {
-      bind(outer.vars[rank - 1], j);
-      emitPoint();
-    }, "col");
+    emitLoop(
+        j0, jEnd,
+        [&](Value* j) {
+          bind(outer.vars[rank - 1], j);
+          emitPoint();
+        },
+        "col");
     scopes_.pop_back();
     f->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(header);
@@ -181,8 +190,10 @@ class KernelLowering {
     for (size_t r = 0; r < k_.reductions.size(); ++r) reduced_[r] = emitReduction(k_.reductions[r], r);
     bool anyInner = false;
     for (const kir::Store& s : k_.stores) {
-      if (s.perInner) anyInner = true;
-      else emitStore(s);
+      if (s.perInner)
+        anyInner = true;
+      else
+        emitStore(s);
     }
     if (!anyInner) return;
     emitLoopNest(k_.inner, 0, "inner", [&] {
@@ -211,8 +222,11 @@ class KernelLowering {
     const bool u = isUnsignedLike(t);
     if (op == ReduceOp::Sum) return llvm::ConstantInt::get(ty, 0);
     if (op == ReduceOp::Prod) return llvm::ConstantInt::get(ty, 1);
-    if (maxLike) return llvm::ConstantInt::get(m_.getContext(), u ? llvm::APInt::getMinValue(bits) : llvm::APInt::getSignedMinValue(bits));
-    return llvm::ConstantInt::get(m_.getContext(), u ? llvm::APInt::getMaxValue(bits) : llvm::APInt::getSignedMaxValue(bits));
+    if (maxLike)
+      return llvm::ConstantInt::get(m_.getContext(),
+                                    u ? llvm::APInt::getMinValue(bits) : llvm::APInt::getSignedMinValue(bits));
+    return llvm::ConstantInt::get(m_.getContext(),
+                                  u ? llvm::APInt::getMaxValue(bits) : llvm::APInt::getSignedMaxValue(bits));
   }
 
   Value* combine(ReduceOp op, DType t, Value* acc, Value* v) {
@@ -273,8 +287,10 @@ class KernelLowering {
       const bool isMax = r.op == ReduceOp::ArgMax;
       Value* better;
       if (isFloat(t)) {
-        if (isMax) better = r.selectLastIndex ? b_.CreateFCmpOGE(v, cur) : b_.CreateFCmpOGT(v, cur);
-        else better = r.selectLastIndex ? b_.CreateFCmpOLE(v, cur) : b_.CreateFCmpOLT(v, cur);
+        if (isMax)
+          better = r.selectLastIndex ? b_.CreateFCmpOGE(v, cur) : b_.CreateFCmpOGT(v, cur);
+        else
+          better = r.selectLastIndex ? b_.CreateFCmpOLE(v, cur) : b_.CreateFCmpOLT(v, cur);
       } else {
         const bool u = isUnsignedLike(t);
         if (isMax) {
@@ -324,7 +340,9 @@ class KernelLowering {
     const kir::ExprNode& n = k_.expr(e);
     switch (n.op) {
       case ExprOp::Const: return ops_.constant(n);
-      case ExprOp::Var: NNC_CHECK(false, "kernel '" + k_.name + "': loop variable used outside its loop"); return nullptr;
+      case ExprOp::Var:
+        NNC_CHECK(false, "kernel '" + k_.name + "': loop variable used outside its loop");
+        return nullptr;
       case ExprOp::ReduceValue:
         NNC_CHECK(n.ival >= 0 && static_cast<size_t>(n.ival) < reduced_.size() && reduced_[n.ival],
                   "kernel '" + k_.name + "': reduction value used before it is computed");

@@ -163,9 +163,7 @@ Value* ScalarOps::intMax(Value* a, Value* b, DType t) {
   return b_.CreateSelect(lt, b, a);
 }
 
-Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, Value* a) {
-  return b_.CreateIntrinsic(id, {a->getType()}, {a});
-}
+Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, Value* a) { return b_.CreateIntrinsic(id, {a->getType()}, {a}); }
 
 Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, Value* a, Value* b) {
   return b_.CreateIntrinsic(id, {a->getType()}, {a, b});
@@ -218,9 +216,9 @@ Value* ScalarOps::vectorMathCall(const char* name, DType t, Value* a, Value* b) 
     llvm::Type* f32 = b_.getFloatTy();
     const size_t arity = b ? 2 : 1;
     auto* vecTy = llvm::FixedVectorType::get(f32, lanes);
-    llvm::FunctionCallee variant = m_.getOrInsertFunction(
-        vectorMathVariantName(name, lanes),
-        llvm::FunctionType::get(vecTy, std::vector<llvm::Type*>(arity, vecTy), false));
+    llvm::FunctionCallee variant =
+        m_.getOrInsertFunction(vectorMathVariantName(name, lanes),
+                               llvm::FunctionType::get(vecTy, std::vector<llvm::Type*>(arity, vecTy), false));
     if (auto* fn = llvm::dyn_cast<llvm::Function>(variant.getCallee())) {
       fn->setDoesNotThrow();
       fn->setDoesNotAccessMemory();
@@ -330,8 +328,8 @@ Value* ScalarOps::unary(const kir::ExprNode& n, Value* a, DType at, std::string*
       default: break;
     }
   }
-  *error = std::string(kir::exprOpName(n.op)) + " on " + std::string(dtypeName(at)) +
-           " is not supported by the cpu backend";
+  *error =
+      std::string(kir::exprOpName(n.op)) + " on " + std::string(dtypeName(at)) + " is not supported by the cpu backend";
   return nullptr;
 }
 
@@ -355,8 +353,7 @@ Value* ScalarOps::intDivRem(ExprOp op, Value* a, Value* b, DType t) {
   // Floor variants: adjust when the remainder is non-zero and its sign differs from b's.
   Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, b), zero));
   switch (op) {
-    case ExprOp::Div:
-      return b_.CreateSelect(isZero, zero, b_.CreateSelect(isNegOne, b_.CreateNeg(a), q));
+    case ExprOp::Div: return b_.CreateSelect(isZero, zero, b_.CreateSelect(isNegOne, b_.CreateNeg(a), q));
     case ExprOp::FloorDiv:
       q = b_.CreateSelect(adjust, b_.CreateSub(q, one), q);
       return b_.CreateSelect(isZero, zero, b_.CreateSelect(isNegOne, b_.CreateNeg(a), q));
@@ -376,8 +373,10 @@ Value* ScalarOps::shift(ExprOp op, Value* a, DType at, Value* b, DType bt) {
   Value* tooBig = b_.CreateICmpUGE(b64, b_.getInt64(width));
   Value* amount = b_.CreateTrunc(b_.CreateSelect(tooBig, b_.getInt64(0), b64), ty);
   Value* r;
-  if (op == ExprOp::Shl) r = b_.CreateShl(a, amount);
-  else r = isUnsignedLike(at) ? b_.CreateLShr(a, amount) : b_.CreateAShr(a, amount);
+  if (op == ExprOp::Shl)
+    r = b_.CreateShl(a, amount);
+  else
+    r = isUnsignedLike(at) ? b_.CreateLShr(a, amount) : b_.CreateAShr(a, amount);
   return b_.CreateSelect(tooBig, llvm::ConstantInt::get(ty, 0), r);
 }
 
@@ -395,8 +394,8 @@ Value* ScalarOps::binary(const kir::ExprNode& n, Value* a, DType at, Value* b, D
       case ExprOp::FloorMod: {
         Value* z = b_.CreateFRem(a, b);
         Value* zero = llvm::ConstantFP::get(a->getType(), 0.0);
-        Value* adjust = b_.CreateAnd(b_.CreateFCmpONE(z, zero),
-                                     b_.CreateXor(b_.CreateFCmpOLT(z, zero), b_.CreateFCmpOLT(b, zero)));
+        Value* adjust =
+            b_.CreateAnd(b_.CreateFCmpONE(z, zero), b_.CreateXor(b_.CreateFCmpOLT(z, zero), b_.CreateFCmpOLT(b, zero)));
         return b_.CreateSelect(adjust, b_.CreateFAdd(z, b), z);
       }
       case ExprOp::Pow: return intrinsic(llvm::Intrinsic::pow, a, b);
@@ -441,8 +440,8 @@ Value* ScalarOps::binary(const kir::ExprNode& n, Value* a, DType at, Value* b, D
       default: break;
     }
   }
-  *error = std::string(kir::exprOpName(n.op)) + " on " + std::string(dtypeName(at)) +
-           " is not supported by the cpu backend";
+  *error =
+      std::string(kir::exprOpName(n.op)) + " on " + std::string(dtypeName(at)) + " is not supported by the cpu backend";
   return nullptr;
 }
 

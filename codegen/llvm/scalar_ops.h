@@ -39,8 +39,7 @@ class ScalarOps {
 
   // Unsupported operand types give nullptr and set *error.
   llvm::Value* unary(const kir::ExprNode& n, llvm::Value* a, DType at, std::string* error);
-  llvm::Value* binary(const kir::ExprNode& n, llvm::Value* a, DType at, llvm::Value* b, DType bt,
-                      std::string* error);
+  llvm::Value* binary(const kir::ExprNode& n, llvm::Value* a, DType at, llvm::Value* b, DType bt, std::string* error);
 
   // NaN-propagating float min/max; for equal values (including ±0) they return `a` like std::min.
   llvm::Value* floatMin(llvm::Value* a, llvm::Value* b);

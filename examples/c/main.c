@@ -24,9 +24,8 @@ int main(int argc, char **argv) {
   nnc_tensor_info in_info, out_info;
   nnc_model_input_info(model, 0, &in_info);
   nnc_model_output_info(model, 0, &out_info);
-  printf("model: %zu input(s), %zu output(s); input '%s' rank %d, output '%s' rank %d\n",
-         nnc_model_num_inputs(model), nnc_model_num_outputs(model), in_info.name, in_info.rank, out_info.name,
-         out_info.rank);
+  printf("model: %zu input(s), %zu output(s); input '%s' rank %d, output '%s' rank %d\n", nnc_model_num_inputs(model),
+         nnc_model_num_outputs(model), in_info.name, in_info.rank, out_info.name, out_info.rank);
   if (in_info.dtype != NNC_DTYPE_F32 || out_info.dtype != NNC_DTYPE_F32) {
     fprintf(stderr, "this example handles f32 models only\n");
     return 1;

@@ -136,8 +136,8 @@ Outs batchNormOp(NodeContext& n) {
   bool allConstant = true;
   for (int i = 1; i <= 4; ++i) {
     if (n.input(i)->shape().checkedNumel() != channels) {
-      n.fail(std::string("input '") + kParamNames[i - 1] + "' has shape " + n.input(i)->shape().str() +
-             ", expected [" + std::to_string(channels) + "]");
+      n.fail(std::string("input '") + kParamNames[i - 1] + "' has shape " + n.input(i)->shape().str() + ", expected [" +
+             std::to_string(channels) + "]");
       return {};
     }
     allConstant = allConstant && n.input(i)->isConstant();

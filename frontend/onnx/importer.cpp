@@ -142,7 +142,7 @@ class Importer {
       } else {
         if (unknown.empty())
           unknown = d.has_dim_param() && !d.dim_param().empty() ? "symbolic dim '" + d.dim_param() + "'"
-                                                                 : "unknown dim " + std::to_string(i);
+                                                                : "unknown dim " + std::to_string(i);
         dims.push_back(-1);
       }
     }
@@ -173,8 +173,9 @@ class Importer {
       bool ok = tt.shape().dim_size() == t.shape().rank();
       for (int i = 0; ok && i < tt.shape().dim_size(); ++i)
         if (tt.shape().dim(i).has_dim_value() && tt.shape().dim(i).dim_value() != t.shape()[i]) ok = false;
-      if (!ok) return Status::error("--bind " + name + ": tensor has shape " + t.shape().str() +
-                                    ", which does not match the input's declared shape");
+      if (!ok)
+        return Status::error("--bind " + name + ": tensor has shape " + t.shape().str() +
+                             ", which does not match the input's declared shape");
     }
     define(name, builder_.constant(t, name));
     return Status::ok();
@@ -344,7 +345,8 @@ class Importer {
       const std::string& out = node.output(i);
       if (out.empty()) continue;
       Value* v = i < static_cast<int>(outs.size()) ? outs[i] : nullptr;
-      if (!v) return Status::error(ctx.prefix() + "output '" + out + "' (output " + std::to_string(i) + ") is unsupported");
+      if (!v)
+        return Status::error(ctx.prefix() + "output '" + out + "' (output " + std::to_string(i) + ") is unsupported");
       define(out, v);
     }
     return Status::ok();
@@ -428,7 +430,7 @@ class Importer {
   std::set<Value*> named_;                // values that already carry an ONNX name
   std::string neededBinding_;
   std::set<std::pair<std::string, std::string>> localFunctions_;  // (domain, name) of ModelProto.functions
-  int subgraphDepth_ = 0;                                          // If branches being imported
+  int subgraphDepth_ = 0;                                         // If branches being imported
 };
 
 }  // namespace

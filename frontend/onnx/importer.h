@@ -45,8 +45,7 @@ Expected<std::unique_ptr<Graph>> importModelFile(const std::string& path, const 
 // `displayName` prefixes errors; external data files are resolved inside `baseDir` (none when
 // empty).
 Expected<std::unique_ptr<Graph>> importModelBytes(const std::string& bytes, const std::string& displayName,
-                                                  const std::string& baseDir,
-                                                  const ImportOptions& options = {});
+                                                  const std::string& baseDir, const ImportOptions& options = {});
 
 // The graph inputs that are not initializers, in file order (model_info.cpp).
 Expected<std::vector<std::string>> modelInputNames(const std::string& path);

@@ -28,7 +28,8 @@ Value* negativeLogLikelihood(NodeContext& n, Value* logp, Value* target, Value* 
   DType t = logp->dtype();
   Value* valid = nullptr;
   if (n.hasAttr("ignore_index")) {
-    Value* ignored = n.op(OpKind::Equal, {target, n.scalar(target->dtype(), static_cast<double>(n.attrInt("ignore_index", 0)))});
+    Value* ignored =
+        n.op(OpKind::Equal, {target, n.scalar(target->dtype(), static_cast<double>(n.attrInt("ignore_index", 0)))});
     valid = n.op(OpKind::Not, {ignored});
     // Ignored targets may be out of range; point them at class 0 before gathering.
     target = n.op(OpKind::Where, {valid, target, n.scalar(target->dtype(), 0)});

@@ -45,8 +45,7 @@ Expected<AttrValue> staticInputAttr(const StaticInput& si, const Tensor& t) {
     case AttrKind::Ints:
       if (!isInteger(t.dtype())) return Status::error("must hold integers, got " + std::string(dtypeName(t.dtype())));
       return AttrValue(t.toInt64s());
-    case AttrKind::Floats:
-      return AttrValue(t.toDoubles());
+    case AttrKind::Floats: return AttrValue(t.toDoubles());
     case AttrKind::Int:
       if (!isInteger(t.dtype())) return Status::error("must hold an integer, got " + std::string(dtypeName(t.dtype())));
       if (t.numel() != 1) return Status::error("must hold one value, got " + std::to_string(t.numel()));
@@ -54,10 +53,8 @@ Expected<AttrValue> staticInputAttr(const StaticInput& si, const Tensor& t) {
     case AttrKind::Float:
       if (t.numel() != 1) return Status::error("must hold one value, got " + std::to_string(t.numel()));
       return AttrValue(t.getDouble(0));
-    case AttrKind::Tensor:
-      return AttrValue(t);
-    default:
-      break;
+    case AttrKind::Tensor: return AttrValue(t);
+    default: break;
   }
   NNC_CHECK(false, "static input '" + si.attrName + "' has an attribute kind the importer cannot produce");
   return Status::error("unreachable");
@@ -71,18 +68,12 @@ Expected<AttrValue> convertAttribute(const AttributeProto& a, const std::string&
   AttributeProto::AttributeType type = a.type();
   if (type == AttributeProto::UNDEFINED) type = inferAttributeType(a);
   switch (type) {
-    case AttributeProto::INT:
-      return AttrValue(static_cast<int64_t>(a.i()));
-    case AttributeProto::FLOAT:
-      return AttrValue(static_cast<double>(a.f()));
-    case AttributeProto::STRING:
-      return AttrValue(a.s());
-    case AttributeProto::INTS:
-      return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
-    case AttributeProto::FLOATS:
-      return AttrValue(std::vector<double>(a.floats().begin(), a.floats().end()));
-    case AttributeProto::STRINGS:
-      return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case AttributeProto::INT: return AttrValue(static_cast<int64_t>(a.i()));
+    case AttributeProto::FLOAT: return AttrValue(static_cast<double>(a.f()));
+    case AttributeProto::STRING: return AttrValue(a.s());
+    case AttributeProto::INTS: return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case AttributeProto::FLOATS: return AttrValue(std::vector<double>(a.floats().begin(), a.floats().end()));
+    case AttributeProto::STRINGS: return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case AttributeProto::TENSOR: {
       auto t = tensorFromProto(a.t(), baseDir);
       if (!t) return t.status().withContext(label + ": ");
@@ -91,10 +82,8 @@ Expected<AttrValue> convertAttribute(const AttributeProto& a, const std::string&
     case AttributeProto::GRAPH:
     case AttributeProto::GRAPHS:
       return Status::error(label + " is a graph; subgraphs (If, Loop, Scan) are unsupported");
-    case AttributeProto::UNDEFINED:
-      return Status::error(label + " has no value");
-    default:
-      return Status::error(label + " has unsupported type " + AttributeProto::AttributeType_Name(type));
+    case AttributeProto::UNDEFINED: return Status::error(label + " has no value");
+    default: return Status::error(label + " has unsupported type " + AttributeProto::AttributeType_Name(type));
   }
 }
 

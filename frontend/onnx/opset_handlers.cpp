@@ -56,8 +56,8 @@ Outs legacyBroadcastOp(NodeContext& n) {
 Outs legacyPReluOp(NodeContext& n) {
   Value* x = n.input(0);
   Value* slope = n.input(1);
-  if (n.opset() >= 7 || !x || !slope || slope->shape().rank() != 1 || x->shape().rank() < 3 ||
-      slope->shape()[0] == 1 || slope->shape()[0] != x->shape()[1])
+  if (n.opset() >= 7 || !x || !slope || slope->shape().rank() != 1 || x->shape().rank() < 3 || slope->shape()[0] == 1 ||
+      slope->shape()[0] != x->shape()[1])
     return translateGeneric(n);
   std::vector<int64_t> dims(x->shape().rank() - 1, 1);
   dims[0] = slope->shape()[0];

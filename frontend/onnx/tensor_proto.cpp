@@ -1,14 +1,15 @@
 // TensorProto <-> Tensor: typed data fields, little-endian raw_data, external data files (kept
 // inside the model's folder), and the atomic .pb writer.
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <bit>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "frontend/onnx/importer.h"
 #include "onnx.pb.h"
@@ -20,9 +21,7 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-std::string tensorLabel(const ::onnx::TensorProto& proto) {
-  return "tensor '" + proto.name() + "'";
-}
+std::string tensorLabel(const ::onnx::TensorProto& proto) { return "tensor '" + proto.name() + "'"; }
 
 std::string onnxTypeName(int type) {
   if (::onnx::TensorProto_DataType_IsValid(type))
@@ -178,8 +177,7 @@ Expected<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const std::st
                          [&](int64_t i, int32_t v) { t.mutableDataAs<uint16_t>()[i] = static_cast<uint16_t>(v); });
       break;
     default:  // i8/i16/i32/u8/u16/bool travel in int32_data
-      st = fillFromField(proto, proto.int32_data(), "int32_data", n,
-                         [&](int64_t i, int32_t v) { t.setInt(i, v); });
+      st = fillFromField(proto, proto.int32_data(), "int32_data", n, [&](int64_t i, int32_t v) { t.setInt(i, v); });
       break;
   }
   if (!st) return st;
@@ -191,7 +189,8 @@ Expected<Tensor> readTensorFile(const std::string& path) {
   uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) return Status::error(path + ": cannot read: " + ec.message());
   if (size > static_cast<uint64_t>(kMaxModelBytes))
-    return Status::error(path + ": file is " + std::to_string(size) + " bytes; a TensorProto file is limited to 2 GiB - 1");
+    return Status::error(path + ": file is " + std::to_string(size) +
+                         " bytes; a TensorProto file is limited to 2 GiB - 1");
   std::ifstream in(path, std::ios::binary);
   std::string bytes(size, '\0');
   if (size > 0) in.read(bytes.data(), static_cast<std::streamsize>(size));

@@ -36,9 +36,19 @@ typedef enum nnc_status {
 
 /* Element types; the numbers are ONNX TensorProto.DataType's. */
 typedef enum nnc_dtype {
-  NNC_DTYPE_F32 = 1, NNC_DTYPE_U8 = 2, NNC_DTYPE_I8 = 3, NNC_DTYPE_U16 = 4, NNC_DTYPE_I16 = 5,
-  NNC_DTYPE_I32 = 6, NNC_DTYPE_I64 = 7, NNC_DTYPE_BOOL = 9, NNC_DTYPE_F16 = 10, NNC_DTYPE_F64 = 11,
-  NNC_DTYPE_U32 = 12, NNC_DTYPE_U64 = 13, NNC_DTYPE_BF16 = 16
+  NNC_DTYPE_F32 = 1,
+  NNC_DTYPE_U8 = 2,
+  NNC_DTYPE_I8 = 3,
+  NNC_DTYPE_U16 = 4,
+  NNC_DTYPE_I16 = 5,
+  NNC_DTYPE_I32 = 6,
+  NNC_DTYPE_I64 = 7,
+  NNC_DTYPE_BOOL = 9,
+  NNC_DTYPE_F16 = 10,
+  NNC_DTYPE_F64 = 11,
+  NNC_DTYPE_U32 = 12,
+  NNC_DTYPE_U64 = 13,
+  NNC_DTYPE_BF16 = 16
 } nnc_dtype;
 
 #define NNC_MAX_RANK 8

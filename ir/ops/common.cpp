@@ -6,8 +6,8 @@ namespace nnc::ops {
 std::vector<kir::ExprId> broadcastIndex(kir::KernelBuilder& kb, const std::vector<kir::ExprId>& outIndex,
                                         const Shape& in) {
   int outRank = static_cast<int>(outIndex.size());
-  NNC_CHECK(in.rank() <= outRank, "broadcastIndex: input rank " + std::to_string(in.rank()) +
-                                      " exceeds output rank " + std::to_string(outRank));
+  NNC_CHECK(in.rank() <= outRank, "broadcastIndex: input rank " + std::to_string(in.rank()) + " exceeds output rank " +
+                                      std::to_string(outRank));
   std::vector<kir::ExprId> idx(in.rank());
   int offset = outRank - in.rank();
   for (int i = 0; i < in.rank(); ++i) idx[i] = in[i] == 1 ? kb.i64(0) : outIndex[offset + i];

@@ -257,6 +257,8 @@ std::vector<UnaryFormula> unaryFormulas() {
   using ops::attrFloat;
   using ops::attrInt;
   using ops::attrString;
+  // A table: one formula per entry reads better than the formatter's layout.
+  // clang-format off
   return {
       {OpKind::Abs, kNumeric, {},
        [](const Args& a) { return isUnsignedInt(a.types[0]) ? a.x[0] : a.kb.unary(ExprOp::Abs, a.x[0]); }},
@@ -364,6 +366,7 @@ std::vector<UnaryFormula> unaryFormulas() {
          return kb.select(gt(kb, x, lambd), kb.sub(x, bias), low);
        }},
   };
+  // clang-format on
 }
 
 // Cast: `to` is an ONNX dtype number; `saturate` and `round_mode` only concern float8 types.
@@ -417,9 +420,7 @@ void defineWhere(OpRegistry& r) {
 }
 
 void defineBroadcastsToInput0Ops(OpRegistry& r) {
-  auto infer = [](unsigned types) {
-    return inferPointwise(types, Result::SameAsInput0, requireBroadcastsToInput0);
-  };
+  auto infer = [](unsigned types) { return inferPointwise(types, Result::SameAsInput0, requireBroadcastsToInput0); };
   // PRelu(x, slope): x < 0 ? slope * x : x.
   define(r, OpKind::PRelu, 2, 2, {}, infer(kFloatOrSigned), [](const Args& a) {
     ExprId x = a.x[0];

@@ -142,8 +142,8 @@ Expected<Shape> reshapeTarget(const Node& n, const Shape& in) {
       hasZero = true;
       if (allowZero) continue;
       if (static_cast<int>(i) >= in.rank())
-        return fail("shape " + intsStr(*spec) + " copies dim " + std::to_string(i) + " (0) but the input " +
-                    in.str() + " has rank " + std::to_string(in.rank()));
+        return fail("shape " + intsStr(*spec) + " copies dim " + std::to_string(i) + " (0) but the input " + in.str() +
+                    " has rank " + std::to_string(in.rank()));
       dims[i] = in[static_cast<int>(i)];
     } else if (d < -1) {
       return fail("shape " + intsStr(*spec) + " has invalid value " + std::to_string(d));
@@ -455,8 +455,8 @@ Expected<std::vector<int64_t>> splitSizes(const Node& n, const Shape& in, int ax
       sum += s;
     }
     if (sum != dim)
-      return fail("split " + intsStr(*split) + " sums to " + std::to_string(sum) + ", expected " +
-                  std::to_string(dim) + " (the size of axis " + std::to_string(axis) + ")");
+      return fail("split " + intsStr(*split) + " sums to " + std::to_string(sum) + ", expected " + std::to_string(dim) +
+                  " (the size of axis " + std::to_string(axis) + ")");
     return *split;
   }
   if (const AttrValue* v = n.attrs().find("num_outputs")) {
@@ -526,11 +526,16 @@ struct PadPlan {
 Expected<PadPlan> planPad(const Node& n, const Shape& in) {
   PadPlan p;
   const std::string& mode = n.attrs().getString("mode");
-  if (mode == "constant") p.mode = PadMode::Constant;
-  else if (mode == "reflect") p.mode = PadMode::Reflect;
-  else if (mode == "edge") p.mode = PadMode::Edge;
-  else if (mode == "wrap") p.mode = PadMode::Wrap;
-  else return fail("mode '" + mode + "' is not one of constant, reflect, edge, wrap");
+  if (mode == "constant")
+    p.mode = PadMode::Constant;
+  else if (mode == "reflect")
+    p.mode = PadMode::Reflect;
+  else if (mode == "edge")
+    p.mode = PadMode::Edge;
+  else if (mode == "wrap")
+    p.mode = PadMode::Wrap;
+  else
+    return fail("mode '" + mode + "' is not one of constant, reflect, edge, wrap");
   std::optional<std::vector<int64_t>> pads = staticInts(n, "pads", 1);
   if (!pads) return fail("'pads' is required (input 1)");
   std::vector<int> axes;
@@ -570,9 +575,7 @@ void definePad(OpRegistry& r) {
   d.minInputs = 1, d.maxInputs = 4;
   d.attrs = {ops::attrString("mode", "constant"), ops::optionalAttr("pads", AttrKind::Ints),
              ops::optionalAttr("constant_value", AttrKind::Tensor), ops::optionalAttr("axes", AttrKind::Ints)};
-  d.staticInputs = {{1, "pads", AttrKind::Ints},
-                    {2, "constant_value", AttrKind::Tensor},
-                    {3, "axes", AttrKind::Ints}};
+  d.staticInputs = {{1, "pads", AttrKind::Ints}, {2, "constant_value", AttrKind::Tensor}, {3, "axes", AttrKind::Ints}};
   d.infer = [](InferContext& ctx) -> Status {
     Expected<PadPlan> p = planPad(ctx.node(), ctx.inShape(0));
     if (!p) return ctx.error(p.status().message());
@@ -604,12 +607,8 @@ void definePad(OpRegistry& r) {
             src[i] = kb->clamp(j, 0, n - 1);
             break;
           }
-          case PadMode::Edge:
-            src[i] = kb->clamp(j, 0, n - 1);
-            break;
-          case PadMode::Wrap:
-            src[i] = floorMod(*kb, j, n);
-            break;
+          case PadMode::Edge: src[i] = kb->clamp(j, 0, n - 1); break;
+          case PadMode::Wrap: src[i] = floorMod(*kb, j, n); break;
           case PadMode::Reflect: {
             if (n == 1) {
               src[i] = kb->i64(0);
@@ -807,8 +806,7 @@ void defineReverseSequence(OpRegistry& r) {
   };
   d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
     const int64_t steps = n.input(0)->shape()[static_cast<int>(n.attrs().getInt("time_axis"))];
-    return {{1, "must be in [0, " + std::to_string(steps) + "]",
-             [steps](KernelBuilder& kb, ExprId len, const Index&) {
+    return {{1, "must be in [0, " + std::to_string(steps) + "]", [steps](KernelBuilder& kb, ExprId len, const Index&) {
                return kb.binary(ExprOp::Or, kb.lt(len, kb.i64(0)), kb.binary(ExprOp::Gt, len, kb.i64(steps)));
              }}};
   };
@@ -925,8 +923,7 @@ void defineTrilu(OpRegistry& r) {
 std::optional<int64_t> oneHotDepth(const Node& n) {
   if (const AttrValue* v = n.attrs().find("depth")) return static_cast<int64_t>(std::get<double>(*v));
   const Value* in = n.input(1);
-  if (in && in->isConstant() && in->constant().numel() == 1)
-    return static_cast<int64_t>(in->constant().getDouble(0));
+  if (in && in->isConstant() && in->constant().numel() == 1) return static_cast<int64_t>(in->constant().getDouble(0));
   return std::nullopt;
 }
 
@@ -976,8 +973,10 @@ Expected<int64_t> rangeCount(const Tensor& start, const Tensor& limit, const Ten
   if (isFloat(t)) {
     double s = start.getDouble(0), l = limit.getDouble(0), d = delta.getDouble(0);
     if (d == 0) return fail("delta must not be zero");
-    if (t == DType::F64) count = std::ceil((l - s) / d);
-    else count = std::ceil(static_cast<float>(static_cast<float>(l) - static_cast<float>(s)) / static_cast<float>(d));
+    if (t == DType::F64)
+      count = std::ceil((l - s) / d);
+    else
+      count = std::ceil(static_cast<float>(static_cast<float>(l) - static_cast<float>(s)) / static_cast<float>(d));
     if (std::isnan(count)) return fail("start, limit and delta must be finite");
   } else {
     // In 128 bits: limit - start overflows int64 for far-apart ends.

@@ -17,10 +17,10 @@
 namespace nnc {
 namespace {
 
+using kir::ElementGen;
 using kir::ExprId;
 using kir::ExprOp;
 using kir::KernelBuilder;
-using kir::ElementGen;
 using kir::ReduceOp;
 using ops::ceilDiv;
 using ops::computeWindow;
@@ -698,11 +698,11 @@ std::vector<AnchorOutput> lowerDeformConv(LowerContext& ctx) {
   ExprId inside = kb.boolean(true);
   std::vector<ExprId> low, frac;
   for (int i = 0; i < nd; ++i) {
-    ExprId base = kb.add(kb.sub(kb.mul(o[i], kb.i64(g.strides[i])), kb.i64(g.padBegin[i])),
-                         kb.mul(k[i], kb.i64(g.dilations[i])));
+    ExprId base =
+        kb.add(kb.sub(kb.mul(o[i], kb.i64(g.strides[i])), kb.i64(g.padBegin[i])), kb.mul(k[i], kb.i64(g.dilations[i])));
     ExprId pos = kb.add(kb.cast(ct, base), perOutput(2, kb.add(kb.mul(tap, kb.i64(nd)), kb.i64(i))));
-    ExprId ok = kb.logicalAnd(kb.lt(kb.constant(ct, -1), pos),
-                              kb.lt(pos, kb.constant(ct, static_cast<double>(g.in[i]))));
+    ExprId ok =
+        kb.logicalAnd(kb.lt(kb.constant(ct, -1), pos), kb.lt(pos, kb.constant(ct, static_cast<double>(g.in[i]))));
     inside = kb.logicalAnd(inside, ok);
     ExprId safe = kb.unary(ExprOp::Floor, kb.select(ok, pos, kb.constant(ct, -1)));
     low.push_back(kb.cast(DType::I64, safe));

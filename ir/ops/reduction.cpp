@@ -244,11 +244,9 @@ ExprId reduceValue(KernelBuilder& kb, ReduceKind kind, DType t, int64_t count,
     case ReduceKind::Prod: return castTo(kb, ct, fold(ReduceOp::Prod, at, identity));
     case ReduceKind::SumSquare: return castTo(kb, ct, fold(ReduceOp::Sum, at, square));
     case ReduceKind::L1:
-      return castTo(kb, ct, fold(ReduceOp::Sum, at, [&](ExprId e) {
-                      return isUnsignedInt(at) ? e : kb.unary(ExprOp::Abs, e);
-                    }));
-    case ReduceKind::L2:
-      return castTo(kb, ct, kb.unary(ExprOp::Sqrt, castTo(kb, ft, fold(ReduceOp::Sum, at, square))));
+      return castTo(
+          kb, ct, fold(ReduceOp::Sum, at, [&](ExprId e) { return isUnsignedInt(at) ? e : kb.unary(ExprOp::Abs, e); }));
+    case ReduceKind::L2: return castTo(kb, ct, kb.unary(ExprOp::Sqrt, castTo(kb, ft, fold(ReduceOp::Sum, at, square))));
     case ReduceKind::LogSum:
       return castTo(kb, ct, kb.unary(ExprOp::Log, castTo(kb, ft, fold(ReduceOp::Sum, at, identity))));
     case ReduceKind::Max:
@@ -316,8 +314,8 @@ void defineArgReduce(OpRegistry& r, OpKind kind, ReduceOp op) {
     NNC_RETURN_IF_ERROR(requireType(ctx, 0, kNumeric));
     NNC_ASSIGN_OR_RETURN(int axis, ops::checkAxis(ctx, ctx.attrs().getInt("axis"), ctx.inRank(0)));
     const Shape& in = ctx.inShape(0);
-    if (in[axis] == 0) return ctx.error("cannot take the index of an extremum over axis " + std::to_string(axis) +
-                                        " of size 0");
+    if (in[axis] == 0)
+      return ctx.error("cannot take the index of an extremum over axis " + std::to_string(axis) + " of size 0");
     std::vector<int64_t> out = in.dims();
     if (ctx.attrs().getInt("keepdims") != 0)
       out[axis] = 1;
@@ -557,7 +555,8 @@ void defineLRN(OpRegistry& r) {
              ops::requiredAttr("size", AttrKind::Int)};
   d.infer = [](InferContext& ctx) -> Status {
     NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
-    if (ctx.inRank(0) < 2) return ctx.error("expected an input of rank >= 2 (N x C x ...), got " + ctx.inShape(0).str());
+    if (ctx.inRank(0) < 2)
+      return ctx.error("expected an input of rank >= 2 (N x C x ...), got " + ctx.inShape(0).str());
     if (ctx.attrs().getInt("size") < 1)
       return ctx.error("size must be positive, got " + std::to_string(ctx.attrs().getInt("size")));
     ctx.setOutput(0, ctx.inType(0), ctx.inShape(0));
@@ -607,7 +606,8 @@ Expected<int64_t> cumSumAxis(const Node& node) {
   if (v == nullptr) return Status::error(node.diagPrefix() + "missing axis");
   if (!v->isConstant()) return Status::error(node.diagPrefix() + "input 1 (axis) must be a compile-time constant");
   std::vector<int64_t> a = v->constant().toInt64s();
-  if (a.size() != 1) return Status::error(node.diagPrefix() + "axis must hold one value, got " + std::to_string(a.size()));
+  if (a.size() != 1)
+    return Status::error(node.diagPrefix() + "axis must hold one value, got " + std::to_string(a.size()));
   return a[0];
 }
 
@@ -704,13 +704,11 @@ ExprId combineScatter(KernelBuilder& kb, ScatterReduction red, DType t, ExprId d
       return kb.select(kb.binary(ExprOp::Ge, last, kb.i64(0)), castTo(kb, ct, picked), data);
     }
     case ScatterReduction::Add: {
-      ExprId s = kb.reduce(ReduceOp::Sum, rv,
-                           kb.select(match(rv), castTo(kb, at, update(rv)), num(kb, at, 0)));
+      ExprId s = kb.reduce(ReduceOp::Sum, rv, kb.select(match(rv), castTo(kb, at, update(rv)), num(kb, at, 0)));
       return castTo(kb, ct, kb.add(castTo(kb, at, data), s));
     }
     case ScatterReduction::Mul: {
-      ExprId p = kb.reduce(ReduceOp::Prod, rv,
-                           kb.select(match(rv), castTo(kb, at, update(rv)), num(kb, at, 1)));
+      ExprId p = kb.reduce(ReduceOp::Prod, rv, kb.select(match(rv), castTo(kb, at, update(rv)), num(kb, at, 1)));
       return castTo(kb, ct, kb.mul(castTo(kb, at, data), p));
     }
     case ScatterReduction::Max:
@@ -718,8 +716,8 @@ ExprId combineScatter(KernelBuilder& kb, ScatterReduction red, DType t, ExprId d
       // data[i] stands in for non-matching updates (so no identity value is needed), and is
       // combined once more outside: when every update matches, the fold never sees it.
       const bool isMax = red == ScatterReduction::Max;
-      ExprId folded = kb.reduce(isMax ? ReduceOp::Max : ReduceOp::Min, rv,
-                                kb.select(match(rv), castTo(kb, ct, update(rv)), data));
+      ExprId folded =
+          kb.reduce(isMax ? ReduceOp::Max : ReduceOp::Min, rv, kb.select(match(rv), castTo(kb, ct, update(rv)), data));
       return kb.binary(isMax ? ExprOp::Max : ExprOp::Min, data, folded);
     }
   }
@@ -845,7 +843,8 @@ void defineScatterND(OpRegistry& r) {
   };
   d.indexChecks = [](const Node& n) -> std::vector<IndexCheck> {
     const Shape &data = n.input(0)->shape(), &ind = n.input(1)->shape();
-    return {ops::tupleIndexCheck(1, std::vector<int64_t>(data.dims().begin(), data.dims().begin() + ind[ind.rank() - 1]))};
+    return {
+        ops::tupleIndexCheck(1, std::vector<int64_t>(data.dims().begin(), data.dims().begin() + ind[ind.rank() - 1]))};
   };
   r.define(std::move(d));
 }

@@ -63,8 +63,10 @@ std::optional<std::vector<T>> staticList(const Node& n, const std::string& name,
   if (const AttrValue* a = n.attrs().find(name)) {
     v = std::get<std::vector<T>>(*a);
   } else if (const Value* in = n.input(input); in && in->isConstant()) {
-    if constexpr (std::is_same_v<T, double>) v = in->constant().toDoubles();
-    else v = in->constant().toInt64s();
+    if constexpr (std::is_same_v<T, double>)
+      v = in->constant().toDoubles();
+    else
+      v = in->constant().toInt64s();
   }
   if (v.empty()) return std::nullopt;
   return v;
@@ -80,7 +82,8 @@ std::optional<E> pick(const std::string& s, std::initializer_list<std::pair<cons
 Expected<Plan> planResize(const Node& n, const Shape& in) {
   const Attributes& a = n.attrs();
   Plan p;
-  if (a.getInt("antialias") != 0) return fail("antialias=" + std::to_string(a.getInt("antialias")) + " is an unsupported Resize mode");
+  if (a.getInt("antialias") != 0)
+    return fail("antialias=" + std::to_string(a.getInt("antialias")) + " is an unsupported Resize mode");
   const std::string& coordName = a.getString("coordinate_transformation_mode");
   auto coord = pick<Coord>(coordName, {{"half_pixel", Coord::HalfPixel},
                                        {"half_pixel_symmetric", Coord::HalfPixelSymmetric},
@@ -89,7 +92,8 @@ Expected<Plan> planResize(const Node& n, const Shape& in) {
                                        {"asymmetric", Coord::Asymmetric},
                                        {"tf_crop_and_resize", Coord::TfCropAndResize}});
   if (!coord) return fail("coordinate_transformation_mode '" + coordName + "' is not supported");
-  auto mode = pick<Mode>(a.getString("mode"), {{"nearest", Mode::Nearest}, {"linear", Mode::Linear}, {"cubic", Mode::Cubic}});
+  auto mode =
+      pick<Mode>(a.getString("mode"), {{"nearest", Mode::Nearest}, {"linear", Mode::Linear}, {"cubic", Mode::Cubic}});
   if (!mode) return fail("mode '" + a.getString("mode") + "' is not one of nearest, linear, cubic");
   auto nearest = pick<Nearest>(a.getString("nearest_mode"), {{"round_prefer_floor", Nearest::RoundPreferFloor},
                                                              {"round_prefer_ceil", Nearest::RoundPreferCeil},
@@ -131,7 +135,8 @@ Expected<Plan> planResize(const Node& n, const Shape& in) {
     if (scales->size() != count) return fail(countMessage("scales", scales->size(), count));
     for (size_t i = 0; i < count; ++i) {
       double s = (*scales)[i];
-      if (!(s > 0)) return fail("scales value " + std::to_string(s) + " at position " + std::to_string(i) + " must be positive");
+      if (!(s > 0))
+        return fail("scales value " + std::to_string(s) + " at position " + std::to_string(i) + " must be positive");
       Axis& ax = p.axes[axes[i]];
       ax.scale = s;
       double extent = p.coord == Coord::TfCropAndResize ? (*roi)[i + count] - (*roi)[i] : 1.0;
@@ -184,15 +189,12 @@ ExprId sourceCoord(KernelBuilder& kb, const Plan& p, const Axis& ax, ExprId i) {
   double outWidth = ax.scale * inLen;  // the reference uses the unrounded output width here
   auto halfPixel = [&] { return kb.sub(kb.div(kb.add(x, c(0.5)), c(ax.scale)), c(0.5)); };
   switch (p.coord) {
-    case Coord::HalfPixel:
-      return halfPixel();
-    case Coord::Asymmetric:
-      return kb.div(x, c(ax.scale));
+    case Coord::HalfPixel: return halfPixel();
+    case Coord::Asymmetric: return kb.div(x, c(ax.scale));
     case Coord::AlignCorners:
       if (outWidth == 1) return c(0);
       return kb.div(kb.mul(x, c(inLen - 1)), c(outWidth - 1));
-    case Coord::PytorchHalfPixel:
-      return outWidth == 1 ? c(-0.5) : halfPixel();
+    case Coord::PytorchHalfPixel: return outWidth == 1 ? c(-0.5) : halfPixel();
     case Coord::HalfPixelSymmetric: {
       double adjustment = outLen / outWidth;
       double offset = inLen / 2 * (1 - adjustment);
@@ -297,8 +299,10 @@ ExprId lowerAt(KernelBuilder& kb, const Plan& p, const ElementGen& x, DType outT
       if (t.weight != kir::kNoExpr) weight = weight == kir::kNoExpr ? t.weight : kb.mul(weight, t.weight);
     }
     ExprId term = x(src);
-    if (weight != kir::kNoExpr) term = kb.mul(weight, kb.cast(DType::F64, term));
-    else if (p.mode != Mode::Nearest) term = kb.cast(DType::F64, term);
+    if (weight != kir::kNoExpr)
+      term = kb.mul(weight, kb.cast(DType::F64, term));
+    else if (p.mode != Mode::Nearest)
+      term = kb.cast(DType::F64, term);
     value = value == kir::kNoExpr ? term : kb.add(value, term);
     size_t d = 0;
     while (d < idx.size() && ++pos[d] == taps[d].size()) pos[d++] = 0;
@@ -315,18 +319,12 @@ void defineResize(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::Resize;
   d.minInputs = 1, d.maxInputs = 4;
-  d.attrs = {optionalAttr("roi", AttrKind::Floats),
-             optionalAttr("scales", AttrKind::Floats),
-             optionalAttr("sizes", AttrKind::Ints),
-             attrInt("antialias", 0),
-             optionalAttr("axes", AttrKind::Ints),
-             attrString("coordinate_transformation_mode", "half_pixel"),
-             attrFloat("cubic_coeff_a", -0.75),
-             attrInt("exclude_outside", 0),
-             attrFloat("extrapolation_value", 0.0),
-             attrString("keep_aspect_ratio_policy", "stretch"),
-             attrString("mode", "nearest"),
-             attrString("nearest_mode", "round_prefer_floor")};
+  d.attrs = {optionalAttr("roi", AttrKind::Floats), optionalAttr("scales", AttrKind::Floats),
+             optionalAttr("sizes", AttrKind::Ints), attrInt("antialias", 0),
+             optionalAttr("axes", AttrKind::Ints),  attrString("coordinate_transformation_mode", "half_pixel"),
+             attrFloat("cubic_coeff_a", -0.75),     attrInt("exclude_outside", 0),
+             attrFloat("extrapolation_value", 0.0), attrString("keep_aspect_ratio_policy", "stretch"),
+             attrString("mode", "nearest"),         attrString("nearest_mode", "round_prefer_floor")};
   d.staticInputs = {{1, "roi", AttrKind::Floats}, {2, "scales", AttrKind::Floats}, {3, "sizes", AttrKind::Ints}};
   d.infer = [](InferContext& ctx) -> Status {
     for (int i = 1; i <= 3; ++i) {

@@ -45,7 +45,6 @@ std::vector<AttrSpec> windowAttrs() {
           optionalAttr("pads", AttrKind::Ints), optionalAttr("strides", AttrKind::Ints)};
 }
 
-
 Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vector<int64_t> kernel, Window* w) {
   const size_t n = in.size();
   w->in = std::move(in);

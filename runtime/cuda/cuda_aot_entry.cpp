@@ -58,8 +58,8 @@ extern "C" nnc_status nnc_model_create(nnc_model** m, const nnc_options* opts) {
 
   nnc_status status = NNC_OK;
   // The embedded weights live as long as the library: nothing to keep alive.
-  nnc_model* model = nnc::rt::cuda::createCudaModelHandle(std::move(plan), nnc_embedded_weights, nullptr, images,
-                                                          opts, &error, &status);
+  nnc_model* model = nnc::rt::cuda::createCudaModelHandle(std::move(plan), nnc_embedded_weights, nullptr, images, opts,
+                                                          &error, &status);
   if (!model) return fail(status, error);
   *m = model;
   return NNC_OK;

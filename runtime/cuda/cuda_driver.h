@@ -56,15 +56,15 @@ struct DriverApi {
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
-  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);  // _v2
-  CUresult (*cuMemFree)(CUdeviceptr);            // _v2
-  CUresult (*cuMemGetInfo)(size_t*, size_t*);    // _v2
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);                               // _v2
+  CUresult (*cuMemFree)(CUdeviceptr);                                         // _v2
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);                                 // _v2
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);  // _v2
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);        // _v2
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);  // _v2
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   // CUDA Graphs (optional: null when the driver lacks one of them, and the executor then launches

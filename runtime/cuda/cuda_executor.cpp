@@ -82,8 +82,8 @@ struct CudaOptions {
 Failure readOptions(const nnc_options* opts, CudaOptions* out) {
   if (!opts) return {};
   if (opts->struct_size < sizeof(size_t))
-    return failure(NNC_ERROR_INVALID_ARGUMENT,
-                   "nnc_options.struct_size is " + std::to_string(opts->struct_size) + ", expected sizeof(nnc_options)");
+    return failure(NNC_ERROR_INVALID_ARGUMENT, "nnc_options.struct_size is " + std::to_string(opts->struct_size) +
+                                                   ", expected sizeof(nnc_options)");
   auto has = [&](size_t offset, size_t size) { return opts->struct_size >= offset + size; };
   // num_threads has no meaning on the GPU (host builtins run on the calling thread).
   if (has(offsetof(nnc_options, device_buffers), sizeof(opts->device_buffers))) {
@@ -136,9 +136,9 @@ class CudaExecutor final : public DeviceExecutor {
   // captured once stays valid for every later run: there is nothing to re-capture.
   struct Segment {
     size_t first = 0, end = 0;
-    size_t launches = 0;          // kernels with a non-empty outer domain, and GEMMs
-    CUgraphExec exec = nullptr;   // instantiated on the segment's first run
-    bool captureFailed = false;   // then the segment launches kernel by kernel from now on
+    size_t launches = 0;         // kernels with a non-empty outer domain, and GEMMs
+    CUgraphExec exec = nullptr;  // instantiated on the segment's first run
+    bool captureFailed = false;  // then the segment launches kernel by kernel from now on
   };
 
   CudaExecutor() = default;
@@ -190,15 +190,15 @@ class CudaExecutor final : public DeviceExecutor {
   std::vector<int64_t> checkResults_;  // kCheckResultSize per check
   bool syncEachStep_ = false;
   bool deviceBuffers_ = false;  // nnc_options.device_buffers: the caller's tensors are device memory
-  CudaRunStats stats_;  // guarded by runMutex_
+  CudaRunStats stats_;          // guarded by runMutex_
   std::mutex runMutex_;
 };
 
 // Device memory failures come back as CUDA_ERROR_OUT_OF_MEMORY (allocate()); host-side tables
 // throw std::bad_alloc instead, which the function-try-block turns into the same status (ex's
 // destructor has released whatever device memory was already allocated).
-Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImages& images,
-                             const CudaOptions& options, std::unique_ptr<CudaExecutor>* out) try {
+Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImages& images, const CudaOptions& options,
+                             std::unique_ptr<CudaExecutor>* out) try {
   std::string message;
   if (!validatePlan(plan, &message)) return failure(NNC_ERROR_INTERNAL, "invalid plan: " + message);
   if (plan.target != Target::Cuda)
@@ -222,11 +222,14 @@ Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImag
   ex->deviceBuffers_ = options.deviceBuffers;
   // Graph capture forbids the per-step synchronisation of NNC_CUDA_SYNC=1 (a debugging mode anyway).
   // An explicit nnc_options.cuda_graphs overrides the environment.
-  if (options.graphs == NNC_CUDA_GRAPHS_OFF) ex->stats_.graphsOffReason = "nnc_options.cuda_graphs is off";
+  if (options.graphs == NNC_CUDA_GRAPHS_OFF)
+    ex->stats_.graphsOffReason = "nnc_options.cuda_graphs is off";
   else if (options.graphs == NNC_CUDA_GRAPHS_DEFAULT && !graphsRequested())
     ex->stats_.graphsOffReason = "NNC_CUDA_GRAPHS=0";
-  else if (ex->syncEachStep_) ex->stats_.graphsOffReason = "NNC_CUDA_SYNC=1 synchronises after every step";
-  else if (!ex->api_->hasGraphs()) ex->stats_.graphsOffReason = "the CUDA driver lacks the graph API";
+  else if (ex->syncEachStep_)
+    ex->stats_.graphsOffReason = "NNC_CUDA_SYNC=1 synchronises after every step";
+  else if (!ex->api_->hasGraphs())
+    ex->stats_.graphsOffReason = "the CUDA driver lacks the graph API";
   ex->stats_.graphsEnabled = ex->stats_.graphsOffReason.empty();
   if (Failure f = ex->open(anyKernel ? images : ModuleImages{})) return f;
   if (Failure f = ex->bind(weights)) return f;
@@ -287,21 +290,17 @@ Failure CudaExecutor::allocate(CUdeviceptr* ptr, uint64_t bytes, const std::stri
   if (r == kCudaSuccess) return {};
   *ptr = 0;
   if (r == kCudaErrorOutOfMemory)
-    return failure(NNC_ERROR_OUT_OF_MEMORY, "out of device memory allocating the " + std::to_string(bytes) +
-                                                "-byte " + what + ": " + describeError(*api_, r, "cuMemAlloc"));
+    return failure(NNC_ERROR_OUT_OF_MEMORY, "out of device memory allocating the " + std::to_string(bytes) + "-byte " +
+                                                what + ": " + describeError(*api_, r, "cuMemAlloc"));
   return check(r, "cuMemAlloc (" + what + ")");
 }
 
 CUdeviceptr CudaExecutor::devicePointer(const BufferRef& b) const {
   switch (b.kind) {
-    case BufferKind::Arena:
-      return arena_ ? arena_ + b.offset : 0;
-    case BufferKind::Weight:
-      return weights_ ? weights_ + b.offset : 0;
-    case BufferKind::Input:
-      return io_ ? io_ + inputOffsets_[b.offset] : 0;
-    case BufferKind::Output:
-      return io_ ? io_ + outputOffsets_[b.offset] : 0;
+    case BufferKind::Arena: return arena_ ? arena_ + b.offset : 0;
+    case BufferKind::Weight: return weights_ ? weights_ + b.offset : 0;
+    case BufferKind::Input: return io_ ? io_ + inputOffsets_[b.offset] : 0;
+    case BufferKind::Output: return io_ ? io_ + outputOffsets_[b.offset] : 0;
   }
   return 0;
 }
@@ -398,7 +397,8 @@ Failure CudaExecutor::runBuiltin(size_t index, const nnc_tensor* inputs) {
                           prefix + "cuMemcpyDtoH (builtin '" + s.name + "' argument " + std::to_string(slot) + ")"))
       return f;
   }
-  if (Failure f = check(a.cuStreamSynchronize(stream_), prefix + "cuStreamSynchronize (before builtin '" + s.name + "')"))
+  if (Failure f =
+          check(a.cuStreamSynchronize(stream_), prefix + "cuStreamSynchronize (before builtin '" + s.name + "')"))
     return f;
   if (int rc = b.builtin(s.params.data(), b.hostPtrs.data()); rc != 0)
     return failure(NNC_ERROR_RUNTIME, prefix + "builtin '" + s.name + "' failed with code " + std::to_string(rc));
@@ -538,27 +538,29 @@ Failure CudaExecutor::checkDeviceBuffer(const nnc_tensor& t, uint64_t bytes, con
   CUdevice device = 0;
   if (a.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, ptr) != kCudaSuccess ||
       a.cuDeviceGet(&device, ordinal) != kCudaSuccess || device != device_)
-    return failure(NNC_ERROR_INVALID_ARGUMENT, prefix + "is memory of another GPU (device " +
-                                                   std::to_string(ordinal) + ")");
+    return failure(NNC_ERROR_INVALID_ARGUMENT,
+                   prefix + "is memory of another GPU (device " + std::to_string(ordinal) + ")");
   CUdeviceptr start = 0;
   size_t size = 0;
   if (a.cuPointerGetAttribute(&start, kPointerAttributeRangeStart, ptr) != kCudaSuccess ||
       a.cuPointerGetAttribute(&size, kPointerAttributeRangeSize, ptr) != kCudaSuccess || ptr < start ||
       bytes > size - (ptr - start))
-    return failure(NNC_ERROR_INVALID_ARGUMENT, prefix + "points into an allocation with fewer than " +
-                                                   std::to_string(bytes) + " bytes left");
+    return failure(NNC_ERROR_INVALID_ARGUMENT,
+                   prefix + "points into an allocation with fewer than " + std::to_string(bytes) + " bytes left");
   return {};
 }
 
 Failure CudaExecutor::copyIn(CUdeviceptr dst, const nnc_tensor& src, uint64_t bytes, const std::string& what) {
-  if (!deviceBuffers_) return check(api_->cuMemcpyHtoDAsync(dst, src.data, bytes, stream_), "cuMemcpyHtoD (" + what + ")");
+  if (!deviceBuffers_)
+    return check(api_->cuMemcpyHtoDAsync(dst, src.data, bytes, stream_), "cuMemcpyHtoD (" + what + ")");
   if (Failure f = checkDeviceBuffer(src, bytes, what)) return f;
   const auto ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(src.data));
   return check(api_->cuMemcpyDtoDAsync(dst, ptr, bytes, stream_), "cuMemcpyDtoD (" + what + ")");
 }
 
 Failure CudaExecutor::copyOut(const nnc_tensor& dst, CUdeviceptr src, uint64_t bytes, const std::string& what) {
-  if (!deviceBuffers_) return check(api_->cuMemcpyDtoHAsync(dst.data, src, bytes, stream_), "cuMemcpyDtoH (" + what + ")");
+  if (!deviceBuffers_)
+    return check(api_->cuMemcpyDtoHAsync(dst.data, src, bytes, stream_), "cuMemcpyDtoH (" + what + ")");
   if (Failure f = checkDeviceBuffer(dst, bytes, what)) return f;
   const auto ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(dst.data));
   return check(api_->cuMemcpyDtoDAsync(ptr, src, bytes, stream_), "cuMemcpyDtoD (" + what + ")");
@@ -618,8 +620,7 @@ Failure CudaExecutor::runSteps(const nnc_tensor* inputs, nnc_tensor* outputs) {
 nnc_status CudaExecutor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor* outputs, size_t numOutputs,
                              std::string* error) {
   std::lock_guard<std::mutex> lock(runMutex_);
-  if (nnc_status st = checkRunArguments(plan_, inputs, numInputs, outputs, numOutputs, error); st != NNC_OK)
-    return st;
+  if (nnc_status st = checkRunArguments(plan_, inputs, numInputs, outputs, numOutputs, error); st != NNC_OK) return st;
   ContextScope scope(*api_, context_);
   Failure f = check(scope.result(), "cuCtxPushCurrent");
   if (!f) f = runSteps(inputs, outputs);

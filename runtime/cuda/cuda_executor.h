@@ -51,12 +51,12 @@ nnc_model* createCudaModelHandle(Plan plan, const uint8_t* weights, std::shared_
 // What a CUDA handle's runs did (tests and diagnostics).
 struct CudaRunStats {
   bool graphsEnabled = false;
-  std::string graphsOffReason;    // why not, when !graphsEnabled
-  int64_t segments = 0;           // runs of consecutive kernel steps (split by host builtins)
-  int64_t captures = 0;           // segments captured and instantiated
-  int64_t captureFailures = 0;    // those then launched kernel by kernel
-  int64_t graphLaunches = 0;      // segment runs through cuGraphLaunch
-  int64_t plainSegmentRuns = 0;   // segment runs launched kernel by kernel
+  std::string graphsOffReason;   // why not, when !graphsEnabled
+  int64_t segments = 0;          // runs of consecutive kernel steps (split by host builtins)
+  int64_t captures = 0;          // segments captured and instantiated
+  int64_t captureFailures = 0;   // those then launched kernel by kernel
+  int64_t graphLaunches = 0;     // segment runs through cuGraphLaunch
+  int64_t plainSegmentRuns = 0;  // segment runs launched kernel by kernel
 };
 // False when `model` is not a handle made by createCudaModelHandle.
 bool cudaRunStats(const nnc_model* model, CudaRunStats* out);

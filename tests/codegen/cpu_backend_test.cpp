@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -41,8 +41,8 @@ TEST(CpuBackend, PointwiseAddWithBroadcast) {
   std::vector<float> a(35), b(7);
   for (int i = 0; i < 35; ++i) a[i] = 0.5f * i - 3;
   for (int j = 0; j < 7; ++j) b[j] = 100.0f * (j + 1);
-  auto bufs = runChecked(broadcastAdd(), {Tensor::fromFloats(a, {5, 7}), Tensor::fromFloats(b, {7}),
-                                          Tensor(DType::F32, Shape{5, 7})});
+  auto bufs = runChecked(broadcastAdd(),
+                         {Tensor::fromFloats(a, {5, 7}), Tensor::fromFloats(b, {7}), Tensor(DType::F32, Shape{5, 7})});
   ASSERT_EQ(bufs.size(), 3u);
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 7; ++j)
@@ -87,10 +87,12 @@ TEST(CpuBackend, RankOneAndRankZeroOuter) {
     int x = kb.addParam("x", DType::F64, 1000, false);
     int out = kb.addParam("out", DType::F64, 1000, true);
     auto v = kb.setOuter({1000});
-    kb.addStore(out, v[0], kb.add(kb.mul(kb.load(x, v[0]), kb.constant(DType::F64, 2)), kb.constant(DType::F64, 1)), false);
+    kb.addStore(out, v[0], kb.add(kb.mul(kb.load(x, v[0]), kb.constant(DType::F64, 2)), kb.constant(DType::F64, 1)),
+                false);
     std::vector<float> xs(1000);
     for (int i = 0; i < 1000; ++i) xs[i] = static_cast<float>(i) - 500;
-    auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {1000}).castTo(DType::F64), Tensor(DType::F64, Shape{1000})});
+    auto bufs =
+        runChecked(kb.finish(), {Tensor::fromFloats(xs, {1000}).castTo(DType::F64), Tensor(DType::F64, Shape{1000})});
     ASSERT_EQ(bufs.size(), 2u);
     for (int i = 0; i < 1000; ++i) EXPECT_EQ(bufs[1].getDouble(i), (i - 500) * 2.0 + 1) << i;
   }
@@ -163,10 +165,11 @@ TEST(CpuBackend, IntegerProdMaxMinOverTwoDimensionalReduction) {
   auto r3 = kb.reductionVars({3, 4});
   ExprId body = kb.cast(DType::I64, kb.load(x, idx(r3)));
   kb.addStore(outProd, v[0], kb.reduce(ReduceOp::Prod, r3, body), false);
-  std::vector<int64_t> xs = {3, -1, 2, 5, 1, 1, -2, 1, 1, 2, 1, 1,  // block 0
+  std::vector<int64_t> xs = {3,  -1, 2,  5,  1,  1,  -2, 1,  1,  2,  1,  1,  // block 0
                              -7, -8, -9, -3, -4, -6, -5, -1, -2, -9, -3, -4};
-  auto bufs = runChecked(kb.finish(), {Tensor::fromInt64s(xs, {2, 3, 4}).castTo(DType::I32), Tensor(DType::I32, Shape{2}),
-                                       Tensor(DType::I32, Shape{2}), Tensor(DType::I64, Shape{2})});
+  auto bufs =
+      runChecked(kb.finish(), {Tensor::fromInt64s(xs, {2, 3, 4}).castTo(DType::I32), Tensor(DType::I32, Shape{2}),
+                               Tensor(DType::I32, Shape{2}), Tensor(DType::I64, Shape{2})});
   ASSERT_EQ(bufs.size(), 4u);
   EXPECT_EQ(bufs[1].getInt(0), 5);
   EXPECT_EQ(bufs[1].getInt(1), -1);
@@ -197,10 +200,10 @@ TEST(CpuBackend, SoftmaxRowKernel) {
   const int rows = 4, cols = 10;
   std::vector<float> xs(rows * cols);
   for (int i = 0; i < rows * cols; ++i) xs[i] = std::cos(1.3f * i) * 4;
-  xs[1 * cols + 3] = 80;                                          // large: needs the max shift
-  xs[2 * cols + 0] = -std::numeric_limits<float>::infinity();     // exp(-inf) = 0
-  auto bufs = runChecked(softmaxRows(rows, cols), {Tensor::fromFloats(xs, {rows, cols}), Tensor(DType::F32, Shape{rows, cols})},
-                         1e-6, 1e-7);
+  xs[1 * cols + 3] = 80;                                       // large: needs the max shift
+  xs[2 * cols + 0] = -std::numeric_limits<float>::infinity();  // exp(-inf) = 0
+  auto bufs = runChecked(softmaxRows(rows, cols),
+                         {Tensor::fromFloats(xs, {rows, cols}), Tensor(DType::F32, Shape{rows, cols})}, 1e-6, 1e-7);
   ASSERT_EQ(bufs.size(), 2u);
   for (int i = 0; i < rows; ++i) {
     double mx = -INFINITY, sum = 0;
@@ -229,7 +232,8 @@ TEST(CpuBackend, MaxReductionPropagatesNaN) {
   kb.addStore(mn, v[0], kb.reduce(ReduceOp::Min, r2, kb.load(x, kb.add(kb.mul(v[0], kb.i64(4)), r2[0]))), false);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> xs = {1, nan, 3, 2, nan, 5, 6, -7, -1, -2, 4, 0.5f};
-  auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {3, 4}), Tensor(DType::F32, Shape{3}), Tensor(DType::F32, Shape{3})});
+  auto bufs = runChecked(kb.finish(),
+                         {Tensor::fromFloats(xs, {3, 4}), Tensor(DType::F32, Shape{3}), Tensor(DType::F32, Shape{3})});
   ASSERT_EQ(bufs.size(), 3u);
   EXPECT_TRUE(std::isnan(bufs[1].getDouble(0)));
   EXPECT_TRUE(std::isnan(bufs[1].getDouble(1)));
@@ -253,10 +257,10 @@ TEST(CpuBackend, ArgMaxArgMinWithTies) {
     kb.addStore(outs[i], v[0], kb.reduce(ops[i], r, kb.load(x, kb.add(kb.mul(v[0], kb.i64(5)), r[0])), last[i]), false);
   }
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> xs = {1, 3, 3, 0, 0,           // max ties at 1,2; min ties at 3,4
+  std::vector<float> xs = {1,    3,    3,    0,    0,     // max ties at 1,2; min ties at 3,4
                            -inf, -inf, -inf, -inf, -inf,  // all equal
-                           7, 2, 7, 2, 5,           // max 0/2, min 1/3
-                           -1, -5, 9, -5, 9};       // max 2/4, min 1/3
+                           7,    2,    7,    2,    5,     // max 0/2, min 1/3
+                           -1,   -5,   9,    -5,   9};    // max 2/4, min 1/3
   std::vector<Tensor> init = {Tensor::fromFloats(xs, {4, 5})};
   for (int i = 0; i < 4; ++i) init.emplace_back(DType::I64, Shape{4});
   auto bufs = runChecked(kb.finish(), init);

@@ -77,9 +77,9 @@ const std::vector<uint32_t> kF16Inputs = {
     0x00000000, 0x80000000, 0x3f800000, 0x3f802000, 0x3f801000, 0x3f803000, 0x477fe000, 0x477feffd, 0x477ff000,
     0x49742400, 0xc9742400, 0x38800000, 0x33800000, 0x33000000, 0x33000001, 0x2edbe6ff, 0x40490fd0, 0xc02df84d,
     0x7f800000, 0xff800000, 0x3dcccccd, 0x3727c5ac, 0x383cbe62, 0xb8000000, 0x3fc00000, 0x45001000, 0x45003000};
-const std::vector<uint16_t> kF16Numpy = {
-    0x0000, 0x8000, 0x3c00, 0x3c01, 0x3c00, 0x3c02, 0x7bff, 0x7bff, 0x7c00, 0x7c00, 0xfc00, 0x0400, 0x0001, 0x0000,
-    0x0001, 0x0000, 0x4248, 0xc170, 0x7c00, 0xfc00, 0x2e66, 0x00a8, 0x02f3, 0x8200, 0x3e00, 0x6800, 0x6802};
+const std::vector<uint16_t> kF16Numpy = {0x0000, 0x8000, 0x3c00, 0x3c01, 0x3c00, 0x3c02, 0x7bff, 0x7bff, 0x7c00,
+                                         0x7c00, 0xfc00, 0x0400, 0x0001, 0x0000, 0x0001, 0x0000, 0x4248, 0xc170,
+                                         0x7c00, 0xfc00, 0x2e66, 0x00a8, 0x02f3, 0x8200, 0x3e00, 0x6800, 0x6802};
 
 TEST(CpuScalarOps, F16StoreRoundsToNearestEven) {
   Tensor out = elementwise("f16_store", {fromBits32(kF16Inputs)}, DType::F16,
@@ -97,7 +97,8 @@ TEST(CpuScalarOps, F16LoadIsExactForAllPatterns) {
   std::vector<uint16_t> all(65536);
   for (int i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
   Tensor in = Tensor::fromBytes(DType::F16, Shape{65536}, all.data(), all.size() * 2);
-  Tensor out = elementwise("f16_load", {in}, DType::F32, [](KernelBuilder&, const std::vector<ExprId>& x) { return x[0]; });
+  Tensor out =
+      elementwise("f16_load", {in}, DType::F32, [](KernelBuilder&, const std::vector<ExprId>& x) { return x[0]; });
   ASSERT_EQ(out.numel(), 65536);
   for (int i = 0; i < 65536; ++i) {
     double want = halfValue(static_cast<uint16_t>(i));
@@ -109,7 +110,8 @@ TEST(CpuScalarOps, F16LoadIsExactForAllPatterns) {
     }
   }
   // f16 -> f16 through f32 is the identity on every non-NaN pattern.
-  Tensor round = elementwise("f16_copy", {in}, DType::F16, [](KernelBuilder&, const std::vector<ExprId>& x) { return x[0]; });
+  Tensor round =
+      elementwise("f16_copy", {in}, DType::F16, [](KernelBuilder&, const std::vector<ExprId>& x) { return x[0]; });
   for (int i = 0; i < 65536; ++i) {
     if (std::isnan(halfValue(static_cast<uint16_t>(i)))) continue;
     ASSERT_EQ(bitsAt(round, i), i);
@@ -142,11 +144,13 @@ TEST(CpuScalarOps, BF16StoreAndLoad) {
   // Loads: a bf16 pattern is the top half of an f32.
   std::vector<uint16_t> pats = {0x3f80, 0xc049, 0x7f80, 0x0001, 0x8000, 0x4780};
   Tensor in = Tensor::fromBytes(DType::BF16, Shape{6}, pats.data(), 12);
-  Tensor loaded = elementwise("bf16_load", {in}, DType::F32, [](KernelBuilder&, const std::vector<ExprId>& x) { return x[0]; });
+  Tensor loaded =
+      elementwise("bf16_load", {in}, DType::F32, [](KernelBuilder&, const std::vector<ExprId>& x) { return x[0]; });
   const double want[6] = {1.0, -3.140625, INFINITY, std::ldexp(1.0, -133), -0.0, 65536.0};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(loaded.getDouble(i), want[i]) << i;
-  Tensor rounded = elementwise("round_bf16", {fromBits32(kBF16Inputs)}, DType::F32,
-                               [](KernelBuilder& kb, const std::vector<ExprId>& x) { return kb.cast(DType::BF16, x[0]); });
+  Tensor rounded =
+      elementwise("round_bf16", {fromBits32(kBF16Inputs)}, DType::F32,
+                  [](KernelBuilder& kb, const std::vector<ExprId>& x) { return kb.cast(DType::BF16, x[0]); });
   for (size_t i = 0; i < kBF16Want.size(); ++i)
     EXPECT_EQ(rounded.getDouble(i), static_cast<double>(std::bit_cast<float>(uint32_t{kBF16Want[i]} << 16))) << i;
 }
@@ -188,9 +192,11 @@ TEST(CpuScalarOps, SignedDivRemByZeroAndOverflow) {
     std::unique_ptr<JitKernels> holder;
     rt::KernelFn fn = testing::jitKernel(kb.finish(), &holder);
     ASSERT_NE(fn, nullptr);
-    std::vector<Tensor> bufs = {ints(DType::I64, {mn64, -9, 100}), ints(DType::I64, {-1, 4, 0}), Tensor(DType::I64, Shape{3})};
+    std::vector<Tensor> bufs = {ints(DType::I64, {mn64, -9, 100}), ints(DType::I64, {-1, 4, 0}),
+                                Tensor(DType::I64, Shape{3})};
     testing::callInPieces(fn, bufs, {0, 3});
-    const std::vector<int64_t> want = op == ExprOp::FloorDiv ? std::vector<int64_t>{mn64, -3, 0} : std::vector<int64_t>{0, 3, 0};
+    const std::vector<int64_t> want =
+        op == ExprOp::FloorDiv ? std::vector<int64_t>{mn64, -3, 0} : std::vector<int64_t>{0, 3, 0};
     for (int i = 0; i < 3; ++i) EXPECT_EQ(bufs[2].getInt(i), want[i]) << kir::exprOpName(op) << " " << i;
   }
 }
@@ -234,14 +240,15 @@ TEST(CpuScalarOps, SelectAndComparisons) {
   Tensor x = typed(DType::F32, {1, 5, nan, -2, 3});
   Tensor y = typed(DType::F32, {2, 5, 1, -3, nan});
   Tensor sel = elementwise("select_f32", {x, y}, DType::F32, [](KernelBuilder& kb, const std::vector<ExprId>& v) {
-    return kb.select(kb.lt(v[0], v[1]), kb.mul(v[0], kb.constant(DType::F32, 10)), kb.sub(v[1], kb.constant(DType::F32, 1)));
+    return kb.select(kb.lt(v[0], v[1]), kb.mul(v[0], kb.constant(DType::F32, 10)),
+                     kb.sub(v[1], kb.constant(DType::F32, 1)));
   });
   const double wantSel[] = {10, 4, 0, -4, nan};
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(testing::nearlyEqual(sel.getDouble(i), wantSel[i], 0, 0)) << i;
   // Comparisons stored as bool (u8 0/1); NaN compares unequal and unordered.
-  const std::pair<ExprOp, std::vector<int64_t>> cmp[] = {
-      {ExprOp::Eq, {0, 1, 0, 0, 0}}, {ExprOp::Ne, {1, 0, 1, 1, 1}}, {ExprOp::Lt, {1, 0, 0, 0, 0}},
-      {ExprOp::Le, {1, 1, 0, 0, 0}}, {ExprOp::Gt, {0, 0, 0, 1, 0}}, {ExprOp::Ge, {0, 1, 0, 1, 0}}};
+  const std::pair<ExprOp, std::vector<int64_t>> cmp[] = {{ExprOp::Eq, {0, 1, 0, 0, 0}}, {ExprOp::Ne, {1, 0, 1, 1, 1}},
+                                                         {ExprOp::Lt, {1, 0, 0, 0, 0}}, {ExprOp::Le, {1, 1, 0, 0, 0}},
+                                                         {ExprOp::Gt, {0, 0, 0, 1, 0}}, {ExprOp::Ge, {0, 1, 0, 1, 0}}};
   for (const auto& [op, want] : cmp) {
     Tensor out = elementwise(std::string("cmp_") + kir::exprOpName(op), {x, y}, DType::Bool, binaryFn(op));
     for (int i = 0; i < 5; ++i) {
@@ -284,14 +291,16 @@ TEST(CpuScalarOps, CastsFloatToIntSaturateAndToBool) {
       {DType::I32, {1, -1, 0, 0, imax, imin, 0, imax, imin, 2147483520, 0, 0, 254, 255, 127, -128}},
       {DType::U8, {1, 0, 0, 0, 255, 0, 0, 255, 0, 255, 0, 0, 254, 255, 127, 0}},
       {DType::I8, {1, -1, 0, 0, 127, -128, 0, 127, -128, 127, 0, 0, 127, 127, 127, -128}},
-      {DType::I64, {1, -1, 0, 0, 3000000000LL, -3000000000LL, 0, INT64_MAX, INT64_MIN, 2147483520, 0, 0, 254, 255, 127, -128}},
+      {DType::I64,
+       {1, -1, 0, 0, 3000000000LL, -3000000000LL, 0, INT64_MAX, INT64_MIN, 2147483520, 0, 0, 254, 255, 127, -128}},
       {DType::Bool, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1}}};
   for (const auto& [t, want] : cases) {
     Tensor out = elementwise("cast_f32_" + std::string(dtypeName(t)), {x}, t, castTo(t));
     for (int i = 0; i < 16; ++i) EXPECT_EQ(out.getInt(i), want[i]) << dtypeName(t) << " element " << i;
   }
   // Storing a float into an int param converts the same way (no explicit cast).
-  Tensor stored = elementwise("store_f32_i32", {x}, DType::I32, [](KernelBuilder&, const std::vector<ExprId>& v) { return v[0]; });
+  Tensor stored =
+      elementwise("store_f32_i32", {x}, DType::I32, [](KernelBuilder&, const std::vector<ExprId>& v) { return v[0]; });
   EXPECT_EQ(stored.getInt(4), imax);
   EXPECT_EQ(stored.getInt(6), 0);
 }
@@ -329,14 +338,15 @@ TEST(CpuScalarOps, IntegerAndBoolCasts) {
     EXPECT_EQ(bf.getDouble(i), i % 2 == 0 ? 1.0 : 0.0) << i;
     EXPECT_EQ(bi.getInt(i), i % 2 == 0 ? 1 : 0) << i;
   }
-  Tensor logic = elementwise("bool_logic", {bools, bools2}, DType::I32, [](KernelBuilder& kb, const std::vector<ExprId>& v) {
-    // (not a) + 2 * (a and b) + 4 * (a or b) + 8 * (a xor b), as an i32 bit pattern
-    auto i = [&](ExprId e) { return kb.cast(DType::I32, e); };
-    ExprId r = i(kb.unary(ExprOp::Not, v[0]));
-    r = kb.add(r, kb.mul(i(kb.logicalAnd(v[0], v[1])), kb.constantInt(DType::I32, 2)));
-    r = kb.add(r, kb.mul(i(kb.binary(ExprOp::Or, v[0], v[1])), kb.constantInt(DType::I32, 4)));
-    return kb.add(r, kb.mul(i(kb.binary(ExprOp::Xor, v[0], v[1])), kb.constantInt(DType::I32, 8)));
-  });
+  Tensor logic =
+      elementwise("bool_logic", {bools, bools2}, DType::I32, [](KernelBuilder& kb, const std::vector<ExprId>& v) {
+        // (not a) + 2 * (a and b) + 4 * (a or b) + 8 * (a xor b), as an i32 bit pattern
+        auto i = [&](ExprId e) { return kb.cast(DType::I32, e); };
+        ExprId r = i(kb.unary(ExprOp::Not, v[0]));
+        r = kb.add(r, kb.mul(i(kb.logicalAnd(v[0], v[1])), kb.constantInt(DType::I32, 2)));
+        r = kb.add(r, kb.mul(i(kb.binary(ExprOp::Or, v[0], v[1])), kb.constantInt(DType::I32, 4)));
+        return kb.add(r, kb.mul(i(kb.binary(ExprOp::Xor, v[0], v[1])), kb.constantInt(DType::I32, 8)));
+      });
   const int64_t wantLogic[] = {0 + 2 + 4 + 0, 1 + 0 + 4 + 8, 0 + 0 + 4 + 8, 1 + 0 + 0 + 0};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(logic.getInt(i), wantLogic[i]) << i;
 }
@@ -357,7 +367,8 @@ TEST(CpuScalarOps, ShiftsAndBitOps) {
   int out = kb.addParam("out", DType::U32, 4, true);
   auto v = kb.setOuter({4});
   kb.addStore(out, v[0], kb.binary(ExprOp::Shl, kb.load(x, v[0]), kb.cast(DType::U32, v[0])), false);  // x[i] << i
-  auto bufs = runChecked(kb.finish(), {ints(DType::U32, {1, 0x80000001LL, 3, 0xffffffffLL}), Tensor(DType::U32, Shape{4})});
+  auto bufs =
+      runChecked(kb.finish(), {ints(DType::U32, {1, 0x80000001LL, 3, 0xffffffffLL}), Tensor(DType::U32, Shape{4})});
   ASSERT_EQ(bufs.size(), 2u);
   const int64_t wantMixed[] = {1, 2, 12, 0xfffffff8LL};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(bufs[1].getInt(i), wantMixed[i]) << i;
@@ -391,10 +402,14 @@ TEST(CpuScalarOps, IsNaNIsInfFlags) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = typed(DType::F32, {INFINITY, -INFINITY, nan, 1e38, 0});
   auto run = [&](const char* name, const ExprFn& f) { return elementwise(name, {x}, DType::Bool, f); };
-  Tensor both = run("isinf_both", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.isInf(v[0], true, true); });
-  Tensor pos = run("isinf_pos", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.isInf(v[0], true, false); });
-  Tensor neg = run("isinf_neg", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.isInf(v[0], false, true); });
-  Tensor isnan = run("isnan", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.unary(ExprOp::IsNaN, v[0]); });
+  Tensor both =
+      run("isinf_both", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.isInf(v[0], true, true); });
+  Tensor pos =
+      run("isinf_pos", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.isInf(v[0], true, false); });
+  Tensor neg =
+      run("isinf_neg", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.isInf(v[0], false, true); });
+  Tensor isnan =
+      run("isnan", [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.unary(ExprOp::IsNaN, v[0]); });
   const int64_t wantBoth[] = {1, 1, 0, 0, 0}, wantPos[] = {1, 0, 0, 0, 0}, wantNeg[] = {0, 1, 0, 0, 0},
                 wantNan[] = {0, 0, 1, 0, 0};
   for (int i = 0; i < 5; ++i) {
@@ -415,17 +430,28 @@ double roundEvenRef(double x) { return std::nearbyint(x); }  // default rounding
 double negRef(double x) { return -x; }
 
 const UnaryCase kUnaryCases[] = {
-    {ExprOp::Neg, negRef, -10, 10},          {ExprOp::Abs, std::fabs, -10, 10},
-    {ExprOp::Exp, std::exp, -80, 80},        {ExprOp::Log, std::log, 1e-6, 1e6},
-    {ExprOp::Sqrt, std::sqrt, 0, 1e4},       {ExprOp::Sin, std::sin, -20, 20},
-    {ExprOp::Cos, std::cos, -20, 20},        {ExprOp::Tan, std::tan, -1.5, 1.5},
-    {ExprOp::Asin, std::asin, -1, 1},        {ExprOp::Acos, std::acos, -1, 1},
-    {ExprOp::Atan, std::atan, -50, 50},      {ExprOp::Sinh, std::sinh, -20, 20},
-    {ExprOp::Cosh, std::cosh, -20, 20},      {ExprOp::Tanh, std::tanh, -10, 10},
-    {ExprOp::Asinh, std::asinh, -100, 100},  {ExprOp::Acosh, std::acosh, 1, 100},
-    {ExprOp::Atanh, std::atanh, -0.99, 0.99}, {ExprOp::Erf, std::erf, -4, 4},
-    {ExprOp::Floor, std::floor, -10, 10},    {ExprOp::Ceil, std::ceil, -10, 10},
-    {ExprOp::RoundEven, roundEvenRef, -10, 10}, {ExprOp::Trunc, std::trunc, -10, 10},
+    {ExprOp::Neg, negRef, -10, 10},
+    {ExprOp::Abs, std::fabs, -10, 10},
+    {ExprOp::Exp, std::exp, -80, 80},
+    {ExprOp::Log, std::log, 1e-6, 1e6},
+    {ExprOp::Sqrt, std::sqrt, 0, 1e4},
+    {ExprOp::Sin, std::sin, -20, 20},
+    {ExprOp::Cos, std::cos, -20, 20},
+    {ExprOp::Tan, std::tan, -1.5, 1.5},
+    {ExprOp::Asin, std::asin, -1, 1},
+    {ExprOp::Acos, std::acos, -1, 1},
+    {ExprOp::Atan, std::atan, -50, 50},
+    {ExprOp::Sinh, std::sinh, -20, 20},
+    {ExprOp::Cosh, std::cosh, -20, 20},
+    {ExprOp::Tanh, std::tanh, -10, 10},
+    {ExprOp::Asinh, std::asinh, -100, 100},
+    {ExprOp::Acosh, std::acosh, 1, 100},
+    {ExprOp::Atanh, std::atanh, -0.99, 0.99},
+    {ExprOp::Erf, std::erf, -4, 4},
+    {ExprOp::Floor, std::floor, -10, 10},
+    {ExprOp::Ceil, std::ceil, -10, 10},
+    {ExprOp::RoundEven, roundEvenRef, -10, 10},
+    {ExprOp::Trunc, std::trunc, -10, 10},
 };
 
 TEST(CpuScalarOps, EveryUnaryMathOpF32AndF64) {
@@ -441,9 +467,9 @@ TEST(CpuScalarOps, EveryUnaryMathOpF32AndF64) {
       Tensor in = typed(t, xs);
       std::string name = std::string(kir::exprOpName(c.op)) + "_" + std::string(dtypeName(t));
       // Against the interpreter (double math rounded to t) inside elementwise(), and against std::.
-      Tensor out = elementwise(name, {in}, t,
-                               [op = c.op](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.unary(op, v[0]); },
-                               tol, 1e-300);
+      Tensor out = elementwise(
+          name, {in}, t, [op = c.op](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.unary(op, v[0]); },
+          tol, 1e-300);
       ASSERT_EQ(out.numel(), static_cast<int64_t>(xs.size())) << name;
       for (size_t i = 0; i < xs.size(); ++i) {
         double x = in.getDouble(static_cast<int64_t>(i));
@@ -472,9 +498,8 @@ TEST(CpuScalarOps, PowAndNaNDomains) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(ip.getInt(i), wantI[i]) << i;
   // Outside the domain: log(-1), sqrt(-1), acosh(0.5) are NaN; log(0) is -inf.
   Tensor d = typed(DType::F32, {-1, 0});
-  Tensor lg = elementwise("log_dom", {d}, DType::F32, [](KernelBuilder& kb, const std::vector<ExprId>& v) {
-    return kb.unary(ExprOp::Log, v[0]);
-  });
+  Tensor lg = elementwise("log_dom", {d}, DType::F32,
+                          [](KernelBuilder& kb, const std::vector<ExprId>& v) { return kb.unary(ExprOp::Log, v[0]); });
   EXPECT_TRUE(std::isnan(lg.getDouble(0)));
   EXPECT_EQ(lg.getDouble(1), -INFINITY);
 }

@@ -22,13 +22,13 @@ struct MathCase {
 };
 
 const MathCase kCases[] = {
-    {ExprOp::Exp, std::exp, -87, 88},        {ExprOp::Log, std::log, 1e-30, 1e30},
-    {ExprOp::Sin, std::sin, -100, 100},      {ExprOp::Cos, std::cos, -100, 100},
-    {ExprOp::Tan, std::tan, -1.5, 1.5},      {ExprOp::Asin, std::asin, -1, 1},
-    {ExprOp::Acos, std::acos, -1, 1},        {ExprOp::Atan, std::atan, -100, 100},
-    {ExprOp::Sinh, std::sinh, -80, 80},      {ExprOp::Cosh, std::cosh, -80, 80},
-    {ExprOp::Tanh, std::tanh, -20, 20},      {ExprOp::Asinh, std::asinh, -1e4, 1e4},
-    {ExprOp::Acosh, std::acosh, 1, 1e4},     {ExprOp::Atanh, std::atanh, -0.999, 0.999},
+    {ExprOp::Exp, std::exp, -87, 88},    {ExprOp::Log, std::log, 1e-30, 1e30},
+    {ExprOp::Sin, std::sin, -100, 100},  {ExprOp::Cos, std::cos, -100, 100},
+    {ExprOp::Tan, std::tan, -1.5, 1.5},  {ExprOp::Asin, std::asin, -1, 1},
+    {ExprOp::Acos, std::acos, -1, 1},    {ExprOp::Atan, std::atan, -100, 100},
+    {ExprOp::Sinh, std::sinh, -80, 80},  {ExprOp::Cosh, std::cosh, -80, 80},
+    {ExprOp::Tanh, std::tanh, -20, 20},  {ExprOp::Asinh, std::asinh, -1e4, 1e4},
+    {ExprOp::Acosh, std::acosh, 1, 1e4}, {ExprOp::Atanh, std::atanh, -0.999, 0.999},
     {ExprOp::Erf, std::erf, -6, 6},
 };
 
@@ -89,12 +89,12 @@ TEST(CpuVectorMath, SpecialValues) {
     double x, want;
   };
   const Special cases[] = {
-      {ExprOp::Exp, inf, inf},    {ExprOp::Exp, -inf, 0},     {ExprOp::Exp, 100, inf},   {ExprOp::Exp, -110, 0},
-      {ExprOp::Exp, nan, nan},    {ExprOp::Log, 0, -inf},     {ExprOp::Log, -1, nan},    {ExprOp::Log, inf, inf},
-      {ExprOp::Tanh, inf, 1},     {ExprOp::Tanh, -inf, -1},   {ExprOp::Tanh, 50, 1},     {ExprOp::Tanh, nan, nan},
-      {ExprOp::Erf, inf, 1},      {ExprOp::Erf, -inf, -1},    {ExprOp::Erf, 10, 1},      {ExprOp::Erf, nan, nan},
-      {ExprOp::Sin, inf, nan},    {ExprOp::Cos, nan, nan},    {ExprOp::Atanh, 1, inf},   {ExprOp::Atanh, 2, nan},
-      {ExprOp::Sinh, -100, -inf}, {ExprOp::Cosh, -100, inf},  {ExprOp::Asin, 2, nan},    {ExprOp::Acosh, 0.5, nan},
+      {ExprOp::Exp, inf, inf},    {ExprOp::Exp, -inf, 0},    {ExprOp::Exp, 100, inf}, {ExprOp::Exp, -110, 0},
+      {ExprOp::Exp, nan, nan},    {ExprOp::Log, 0, -inf},    {ExprOp::Log, -1, nan},  {ExprOp::Log, inf, inf},
+      {ExprOp::Tanh, inf, 1},     {ExprOp::Tanh, -inf, -1},  {ExprOp::Tanh, 50, 1},   {ExprOp::Tanh, nan, nan},
+      {ExprOp::Erf, inf, 1},      {ExprOp::Erf, -inf, -1},   {ExprOp::Erf, 10, 1},    {ExprOp::Erf, nan, nan},
+      {ExprOp::Sin, inf, nan},    {ExprOp::Cos, nan, nan},   {ExprOp::Atanh, 1, inf}, {ExprOp::Atanh, 2, nan},
+      {ExprOp::Sinh, -100, -inf}, {ExprOp::Cosh, -100, inf}, {ExprOp::Asin, 2, nan},  {ExprOp::Acosh, 0.5, nan},
   };
   for (const Special& s : cases) {
     // Padded to 37 elements so the value goes through both the vector body and the remainder.

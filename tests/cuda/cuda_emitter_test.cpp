@@ -1,13 +1,14 @@
 // CUDA backend without a GPU: the emitted source of representative kernels (key lines of the thread
 // mapping, reductions, conversions), NVRTC compiles of them for sm_90 (cubin + PTX with each entry),
 // errors, and the on-disk kernel cache.
+#include "codegen/cuda/cuda_emitter.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/nvrtc_compiler.h"
 #include "tests/cuda/cuda_test_kernels.h"
 
@@ -36,14 +37,16 @@ std::string emitOne(const kir::Kernel& k) {
 }
 
 void expectContains(const std::string& text, const std::vector<std::string>& lines) {
-  for (const std::string& l : lines) EXPECT_NE(text.find(l), std::string::npos) << "missing: " << l << "\nin:\n" << text;
+  for (const std::string& l : lines)
+    EXPECT_NE(text.find(l), std::string::npos) << "missing: " << l << "\nin:\n" << text;
 }
 
 // A private cache directory per test, removed afterwards.
 class CacheDir {
  public:
-  CacheDir() : path_(fs::temp_directory_path() / ("nnc_cuda_cache_" + std::to_string(::getpid()) + "_" +
-                                                    std::to_string(counter_++))) {
+  CacheDir()
+      : path_(fs::temp_directory_path() /
+              ("nnc_cuda_cache_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++))) {
     fs::remove_all(path_);
   }
   ~CacheDir() { fs::remove_all(path_); }
@@ -56,21 +59,22 @@ class CacheDir {
 
 TEST(CudaEmitter, PointwiseBroadcastAddIsAGridStrideLoop) {
   const std::string k = emitOne(testing::broadcastAdd());
-  expectContains(k, {
-      "extern \"C\" __global__ void bcast_add(const float* __restrict__ p0, const float* __restrict__ p1, "
-      "float* p2, i64 begin, i64 end) {",
-      "  // p1: 'b' f32[7]",
-      "  for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
-      "f += (i64)gridDim.x * blockDim.x) {",
-      // The 5x7 outer domain unflattened in 32-bit arithmetic.
-      "    const u32 q0 = (u32)f;",
-      "    const i64 v1 = (i64)(q0 % 7u);",
-      "    const i64 v0 = (i64)q1;",
-      // b is indexed by the column only (the broadcast), each value is one typed temporary.
-      "    const float t5 = p1[v1];",
-      "    const float t6 = t4 + t5;",
-      "    p2[t3] = t6;",
-  });
+  expectContains(
+      k, {
+             "extern \"C\" __global__ void bcast_add(const float* __restrict__ p0, const float* __restrict__ p1, "
+             "float* p2, i64 begin, i64 end) {",
+             "  // p1: 'b' f32[7]",
+             "  for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+             "f += (i64)gridDim.x * blockDim.x) {",
+             // The 5x7 outer domain unflattened in 32-bit arithmetic.
+             "    const u32 q0 = (u32)f;",
+             "    const i64 v1 = (i64)(q0 % 7u);",
+             "    const i64 v0 = (i64)q1;",
+             // b is indexed by the column only (the broadcast), each value is one typed temporary.
+             "    const float t5 = p1[v1];",
+             "    const float t6 = t4 + t5;",
+             "    p2[t3] = t6;",
+         });
   EXPECT_EQ(k.find("lane"), std::string::npos) << "a pointwise kernel uses no warps";
   EXPECT_EQ(k.find("p0[t3]"), k.rfind("p0[t3]")) << "the load of a is emitted once";
 }
@@ -78,62 +82,62 @@ TEST(CudaEmitter, PointwiseBroadcastAddIsAGridStrideLoop) {
 TEST(CudaEmitter, RowReductionSplitsLanesAndShuffles) {
   const std::string k = emitOne(testing::rowSum());
   expectContains(k, {
-      "  const int lane = threadIdx.x & 31;",
-      "    // reduction 0: sum over 100 elements",
-      "    float acc0 = (-0.0f);",
-      "    for (i64 j0 = lane; j0 < 100LL; j0 += 32) {",
-      "      acc0 = acc0 + t2;",
-      "    for (int m = 16; m > 0; m >>= 1) {",
-      "      acc0 = acc0 + nnc_shfl(acc0, m);",
-      "    const float red0 = acc0;",
-      "    if (lane == 0) {",
-      "      p1[f] = red0;",
-  });
+                        "  const int lane = threadIdx.x & 31;",
+                        "    // reduction 0: sum over 100 elements",
+                        "    float acc0 = (-0.0f);",
+                        "    for (i64 j0 = lane; j0 < 100LL; j0 += 32) {",
+                        "      acc0 = acc0 + t2;",
+                        "    for (int m = 16; m > 0; m >>= 1) {",
+                        "      acc0 = acc0 + nnc_shfl(acc0, m);",
+                        "    const float red0 = acc0;",
+                        "    if (lane == 0) {",
+                        "      p1[f] = red0;",
+                    });
 }
 
 TEST(CudaEmitter, SoftmaxRowKernelHasTwoReductionsAndALaneSplitInnerLoop) {
   const std::string k = emitOne(testing::softmaxRows());
   expectContains(k, {
-      "    float acc0 = (-NNC_F32_INF);",
-      "      acc0 = nnc_fmax(acc0, t2);",
-      "    const float red0 = acc0;",
-      "      const float t6 = t5 - red0;",
-      "      const float t7 = expf(t6);",
-      "      acc1 = acc1 + t7;",
-      "    const float red1 = acc1;",
-      // The inner loop is split over the lanes; both reduction results are used directly.
-      "    for (i64 j8 = lane; j8 < 70LL; j8 += 32) {",
-      "      const float t12 = t11 - red0;",
-      "      const float t14 = t13 / red1;",
-      "      p1[t10] = t14;",
-  });
+                        "    float acc0 = (-NNC_F32_INF);",
+                        "      acc0 = nnc_fmax(acc0, t2);",
+                        "    const float red0 = acc0;",
+                        "      const float t6 = t5 - red0;",
+                        "      const float t7 = expf(t6);",
+                        "      acc1 = acc1 + t7;",
+                        "    const float red1 = acc1;",
+                        // The inner loop is split over the lanes; both reduction results are used directly.
+                        "    for (i64 j8 = lane; j8 < 70LL; j8 += 32) {",
+                        "      const float t12 = t11 - red0;",
+                        "      const float t14 = t13 / red1;",
+                        "      p1[t10] = t14;",
+                    });
   EXPECT_EQ(k.find("if (lane == 0)"), std::string::npos) << "no per-point stores";
 }
 
 TEST(CudaEmitter, ArgMaxCarriesValueAndIndexWithTieRule) {
   const std::string k = emitOne(testing::argMaxMin());
   expectContains(k, {
-      "    bool ok0 = false;",
-      "    i64 idx0 = 0;",
-      "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, true, t2, j0)) {",
-      "      const i64 idxOther = nnc_shfl(idx0, m);",
-      "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, okOther, accOther, idxOther)) {",
-      "    // reduction 1: argmax over 5 elements (last index on ties)",
-      "nnc_arg_takes<float, true, true>",
-      "    float acc2 = (NNC_F32_INF);",
-      "nnc_arg_takes<float, false, true>",
-      "      p4[f] = red3;",
-  });
+                        "    bool ok0 = false;",
+                        "    i64 idx0 = 0;",
+                        "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, true, t2, j0)) {",
+                        "      const i64 idxOther = nnc_shfl(idx0, m);",
+                        "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, okOther, accOther, idxOther)) {",
+                        "    // reduction 1: argmax over 5 elements (last index on ties)",
+                        "nnc_arg_takes<float, true, true>",
+                        "    float acc2 = (NNC_F32_INF);",
+                        "nnc_arg_takes<float, false, true>",
+                        "      p4[f] = red3;",
+                    });
 }
 
 TEST(CudaEmitter, HalfStorageLoadsAsF32AndStoresRounded) {
   const std::string k = emitOne(testing::halfScale());
   expectContains(k, {
-      "(const u16* __restrict__ p0, u16* p1, i64 begin, i64 end)",
-      "    const float t0 = nnc_f16_to_f32(p0[f]);",
-      "    const float t1 = t0 * 2.0f;",
-      "    p1[f] = nnc_f32_to_f16(t2);",
-  });
+                        "(const u16* __restrict__ p0, u16* p1, i64 begin, i64 end)",
+                        "    const float t0 = nnc_f16_to_f32(p0[f]);",
+                        "    const float t1 = t0 * 2.0f;",
+                        "    p1[f] = nnc_f32_to_f16(t2);",
+                    });
 }
 
 TEST(CudaEmitter, IntegerOpsUseThePreludeHelpers) {
@@ -152,10 +156,12 @@ TEST(CudaEmitter, ModuleHasPreludeDeclarationsThenDefinitions) {
   const std::string& code = src->code;
   const size_t prelude = code.find("typedef long long i64;");
   const size_t decls = code.find("// --- kernels (6)");
-  const size_t decl = code.find("extern \"C\" __global__ void row_sum(const float* __restrict__ p0, float* p1, "
-                                "i64 begin, i64 end);");
-  const size_t def = code.find("extern \"C\" __global__ void bcast_add(const float* __restrict__ p0, "
-                               "const float* __restrict__ p1, float* p2, i64 begin, i64 end) {");
+  const size_t decl = code.find(
+      "extern \"C\" __global__ void row_sum(const float* __restrict__ p0, float* p1, "
+      "i64 begin, i64 end);");
+  const size_t def = code.find(
+      "extern \"C\" __global__ void bcast_add(const float* __restrict__ p0, "
+      "const float* __restrict__ p1, float* p2, i64 begin, i64 end) {");
   ASSERT_NE(prelude, std::string::npos);
   EXPECT_LT(prelude, decls);
   EXPECT_LT(decls, decl);
@@ -182,30 +188,32 @@ TEST(CudaEmitter, VectorisedPointwiseHasVectorAccessesAndAScalarFallback) {
   EXPECT_EQ(m.mapping, ThreadMapping::ThreadPerVector);
   EXPECT_EQ(m.vectorWidth, 4);
   const std::string k = emitOne(kernel);
-  expectContains(k, {
-      // One uniform test per launch: every vector-accessed pointer aligned, begin/end multiples of 4.
-      "  const bool vectorised = (((u64)p0 & 15u) | ((u64)p1 & 15u) | ((u64)p2 & 15u)) == 0 && begin % 4 == 0 && "
-      "end % 4 == 0;",
-      // The scalar fallback: the thread-per-point loop.
-      "  if (!vectorised) {",
-      "    for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
-      "f += (i64)gridDim.x * blockDim.x) {",
-      "      const float t5 = p1[v1];",
-      "      p2[t3] = t6;",
-      "    return;",
-      // The vector path: 4 points of one row per thread.
-      "  for (i64 g = begin / 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x; g < end / 4; "
-      "g += (i64)gridDim.x * blockDim.x) {",
-      "    const i64 f = g * 4;",
-      "    const nnc_vec<float, 4> ld11 = *reinterpret_cast<const nnc_vec<float, 4>*>(p1 + v1);",
-      "    const nnc_vec<float, 4> ld12 = *reinterpret_cast<const nnc_vec<float, 4>*>(p0 + t10);",
-      "    nnc_vec<float, 4> st13;",
-      "    #pragma unroll",
-      "    for (int ln = 0; ln < 4; ++ln) {",
-      "      const float t14 = ld12.v[ln] + ld11.v[ln];",
-      "      st13.v[ln] = t14;",
-      "    *reinterpret_cast<nnc_vec<float, 4>*>(p2 + t10) = st13;",
-  });
+  expectContains(
+      k,
+      {
+          // One uniform test per launch: every vector-accessed pointer aligned, begin/end multiples of 4.
+          "  const bool vectorised = (((u64)p0 & 15u) | ((u64)p1 & 15u) | ((u64)p2 & 15u)) == 0 && begin % 4 == 0 && "
+          "end % 4 == 0;",
+          // The scalar fallback: the thread-per-point loop.
+          "  if (!vectorised) {",
+          "    for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+          "f += (i64)gridDim.x * blockDim.x) {",
+          "      const float t5 = p1[v1];",
+          "      p2[t3] = t6;",
+          "    return;",
+          // The vector path: 4 points of one row per thread.
+          "  for (i64 g = begin / 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x; g < end / 4; "
+          "g += (i64)gridDim.x * blockDim.x) {",
+          "    const i64 f = g * 4;",
+          "    const nnc_vec<float, 4> ld11 = *reinterpret_cast<const nnc_vec<float, 4>*>(p1 + v1);",
+          "    const nnc_vec<float, 4> ld12 = *reinterpret_cast<const nnc_vec<float, 4>*>(p0 + t10);",
+          "    nnc_vec<float, 4> st13;",
+          "    #pragma unroll",
+          "    for (int ln = 0; ln < 4; ++ln) {",
+          "      const float t14 = ld12.v[ln] + ld11.v[ln];",
+          "      st13.v[ln] = t14;",
+          "    *reinterpret_cast<nnc_vec<float, 4>*>(p2 + t10) = st13;",
+      });
   // The vector type the casts use is in the prelude, 16-byte aligned for 4 floats.
   expectContains(preludeSource(), {"struct __align__(sizeof(T) * N) nnc_vec {"});
 }
@@ -213,12 +221,13 @@ TEST(CudaEmitter, VectorisedPointwiseHasVectorAccessesAndAScalarFallback) {
 TEST(CudaEmitter, BroadcastValuesAreLoadedOncePerVector) {
   // out[i, j] = a[i, j] + c[i]: c[i] is the same for the 4 points of a vector.
   const std::string k = emitOne(testing::rowBiasAdd(16, 64));
-  expectContains(k, {
-      "  const bool vectorised = (((u64)p0 & 15u) | ((u64)p2 & 15u)) == 0 && begin % 4 == 0 && end % 4 == 0;",
-      "    const float t10 = p1[v0];",
-      "    const nnc_vec<float, 4> ld12 = *reinterpret_cast<const nnc_vec<float, 4>*>(p0 + t11);",
-      "      const float t14 = ld12.v[ln] + t10;",
-  });
+  expectContains(
+      k, {
+             "  const bool vectorised = (((u64)p0 & 15u) | ((u64)p2 & 15u)) == 0 && begin % 4 == 0 && end % 4 == 0;",
+             "    const float t10 = p1[v0];",
+             "    const nnc_vec<float, 4> ld12 = *reinterpret_cast<const nnc_vec<float, 4>*>(p0 + t11);",
+             "      const float t14 = ld12.v[ln] + t10;",
+         });
   const size_t lanes = k.find("for (int ln = 0;");
   ASSERT_NE(lanes, std::string::npos);
   EXPECT_LT(k.find("p1[v0]", k.find("const i64 f = g * 4;")), lanes) << "the broadcast load is outside the lanes";
@@ -231,11 +240,11 @@ TEST(CudaEmitter, UnitStrideLoadsFromAnUnalignedBaseAreScalarPerLane) {
   const std::string k = emitOne(testing::shiftedCopy(4, 8, 1));
   EXPECT_EQ(vectorWidth(testing::shiftedCopy(4, 8, 1)), 4);
   expectContains(k, {
-      "  const bool vectorised = (((u64)p1 & 15u)) == 0 && begin % 4 == 0 && end % 4 == 0;",
-      "      const i64 t14 = (i64)((u64)t10 + (u64)(v1 + ln));",
-      "      const float t16 = p0[t15];",
-      "    *reinterpret_cast<nnc_vec<float, 4>*>(p1 + t12) = st13;",
-  });
+                        "  const bool vectorised = (((u64)p1 & 15u)) == 0 && begin % 4 == 0 && end % 4 == 0;",
+                        "      const i64 t14 = (i64)((u64)t10 + (u64)(v1 + ln));",
+                        "      const float t16 = p0[t15];",
+                        "    *reinterpret_cast<nnc_vec<float, 4>*>(p1 + t12) = st13;",
+                    });
   EXPECT_EQ(k.find("reinterpret_cast<const"), std::string::npos) << k;
   // Shifted by 4 elements the base is aligned again: a vector load.
   const std::string aligned = emitOne(testing::shiftedCopy(4, 8, 4));
@@ -247,9 +256,9 @@ TEST(CudaEmitter, VectorWidthIs16BytesOfTheWidestElement) {
     DType t;
     int width;
   };
-  for (Case c : {Case{DType::F64, 2}, Case{DType::I64, 2}, Case{DType::F32, 4}, Case{DType::I32, 4},
-                 Case{DType::F16, 8}, Case{DType::BF16, 8}, Case{DType::I16, 8}, Case{DType::U8, 16},
-                 Case{DType::I8, 16}, Case{DType::Bool, 16}}) {
+  for (Case c :
+       {Case{DType::F64, 2}, Case{DType::I64, 2}, Case{DType::F32, 4}, Case{DType::I32, 4}, Case{DType::F16, 8},
+        Case{DType::BF16, 8}, Case{DType::I16, 8}, Case{DType::U8, 16}, Case{DType::I8, 16}, Case{DType::Bool, 16}}) {
     EXPECT_EQ(vectorWidth(testing::mulOf(c.t, 64)), c.width) << dtypeName(c.t);
     // The innermost extent must be a multiple of the width.
     EXPECT_EQ(vectorWidth(testing::mulOf(c.t, 64 + c.width / 2)), 1) << dtypeName(c.t);
@@ -258,11 +267,11 @@ TEST(CudaEmitter, VectorWidthIs16BytesOfTheWidestElement) {
   const kir::Kernel mixed = testing::leakyReluToHalf(64);
   EXPECT_EQ(vectorWidth(mixed), 4);
   expectContains(emitOne(mixed), {
-      "(((u64)p0 & 15u) | ((u64)p1 & 7u) | ((u64)p2 & 3u)) == 0",
-      "    nnc_vec<u16, 4> st5;",
-      "      st5.v[ln] = nnc_f32_to_f16(t9);",
-      "    *reinterpret_cast<nnc_vec<u8, 4>*>(p2 + f) = st6;",
-  });
+                                     "(((u64)p0 & 15u) | ((u64)p1 & 7u) | ((u64)p2 & 3u)) == 0",
+                                     "    nnc_vec<u16, 4> st5;",
+                                     "      st5.v[ln] = nnc_f32_to_f16(t9);",
+                                     "    *reinterpret_cast<nnc_vec<u8, 4>*>(p2 + f) = st6;",
+                                 });
   // f16 loads and stores: 8 per thread.
   EXPECT_EQ(vectorWidth(testing::halfScale(512)), 8);
   EXPECT_NE(emitOne(testing::halfScale(512)).find("nnc_f16_to_f32(ld"), std::string::npos);
@@ -313,55 +322,58 @@ TEST(CudaEmitter, ReductionMappingFollowsLoopAndDomainSizes) {
 TEST(CudaEmitter, LargeRowReductionUsesABlockWithSharedMemoryAndShuffles) {
   const std::string k = emitOne(testing::rowSum(8, 8192));
   expectContains(k, {
-      "  __shared__ float smem0[32];",
-      "  const int warp = threadIdx.x >> 5;",
-      "  const int warps = blockDim.x >> 5;",
-      "  for (i64 f = begin + (i64)blockIdx.x; f < end; f += (i64)gridDim.x) {",
-      "    float acc0 = (-0.0f);",
-      "    for (i64 j0 = threadIdx.x; j0 < 8192LL; j0 += blockDim.x) {",
-      "      acc0 = acc0 + nnc_shfl(acc0, m);",
-      "    if (lane == 0) smem0[warp] = acc0;",
-      "    __syncthreads();",
-      "    acc0 = smem0[0];",
-      "    for (int w = 1; w < warps; ++w) acc0 = acc0 + smem0[w];",
-      "    __syncthreads();  // smem0 is rewritten for the next point",
-      "    if (threadIdx.x == 0) {",
-      "      p1[f] = red0;",
-  });
+                        "  __shared__ float smem0[32];",
+                        "  const int warp = threadIdx.x >> 5;",
+                        "  const int warps = blockDim.x >> 5;",
+                        "  for (i64 f = begin + (i64)blockIdx.x; f < end; f += (i64)gridDim.x) {",
+                        "    float acc0 = (-0.0f);",
+                        "    for (i64 j0 = threadIdx.x; j0 < 8192LL; j0 += blockDim.x) {",
+                        "      acc0 = acc0 + nnc_shfl(acc0, m);",
+                        "    if (lane == 0) smem0[warp] = acc0;",
+                        "    __syncthreads();",
+                        "    acc0 = smem0[0];",
+                        "    for (int w = 1; w < warps; ++w) acc0 = acc0 + smem0[w];",
+                        "    __syncthreads();  // smem0 is rewritten for the next point",
+                        "    if (threadIdx.x == 0) {",
+                        "      p1[f] = red0;",
+                    });
   // ArgMax: (ok, value, index) per warp through shared memory, folded with the tie rule.
-  expectContains(emitOne(testing::argMaxMin(4, 5000)), {
-      "  __shared__ bool smemOk1[32];",
-      "  __shared__ i64 smemIdx1[32];",
-      "      smemIdx0[warp] = idx0;",
-      "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, smemOk0[w], smem0[w], smemIdx0[w])) {",
-      "      if (nnc_arg_takes<float, false, true>(ok3, acc3, idx3, smemOk3[w], smem3[w], smemIdx3[w])) {",
-  });
+  expectContains(
+      emitOne(testing::argMaxMin(4, 5000)),
+      {
+          "  __shared__ bool smemOk1[32];",
+          "  __shared__ i64 smemIdx1[32];",
+          "      smemIdx0[warp] = idx0;",
+          "      if (nnc_arg_takes<float, true, false>(ok0, acc0, idx0, smemOk0[w], smem0[w], smemIdx0[w])) {",
+          "      if (nnc_arg_takes<float, false, true>(ok3, acc3, idx3, smemOk3[w], smem3[w], smemIdx3[w])) {",
+      });
   // Softmax: both reductions per block, the inner loop split over the block's threads.
-  expectContains(emitOne(testing::softmaxRows(4, 5000)), {
-      "    for (int w = 1; w < warps; ++w) acc0 = nnc_fmax(acc0, smem0[w]);",
-      "    for (i64 j8 = threadIdx.x; j8 < 5000LL; j8 += blockDim.x) {",
-      "      const float t14 = t13 / red1;",
-  });
+  expectContains(emitOne(testing::softmaxRows(4, 5000)),
+                 {
+                     "    for (int w = 1; w < warps; ++w) acc0 = nnc_fmax(acc0, smem0[w]);",
+                     "    for (i64 j8 = threadIdx.x; j8 < 5000LL; j8 += blockDim.x) {",
+                     "      const float t14 = t13 / red1;",
+                 });
 }
 
 TEST(CudaEmitter, TinyReductionsRunSequentiallyInOneThread) {
   const std::string k = emitOne(testing::rowSum(8192, 4));
   expectContains(k, {
-      "  for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
-      "f += (i64)gridDim.x * blockDim.x) {",
-      "    float acc0 = (-0.0f);",
-      "    for (i64 j0 = 0; j0 < 4LL; ++j0) {",
-      "      acc0 = acc0 + t2;",
-      "    const float red0 = acc0;",
-      "    p1[f] = red0;",
-  });
+                        "  for (i64 f = begin + (i64)blockIdx.x * blockDim.x + threadIdx.x; f < end; "
+                        "f += (i64)gridDim.x * blockDim.x) {",
+                        "    float acc0 = (-0.0f);",
+                        "    for (i64 j0 = 0; j0 < 4LL; ++j0) {",
+                        "      acc0 = acc0 + t2;",
+                        "    const float red0 = acc0;",
+                        "    p1[f] = red0;",
+                    });
   for (const char* absent : {"lane", "nnc_shfl", "__syncthreads", "__shared__"})
     EXPECT_EQ(k.find(absent), std::string::npos) << absent;
   // ArgMax scans in order with the interpreter's rule; nothing to combine.
   const std::string arg = emitOne(testing::argMaxMin(8192, 5));
-  expectContains(arg, {"    for (i64 j1 = 0; j1 < 5LL; ++j1) {",
-                       "      if (nnc_arg_takes<float, true, true>(ok1, acc1, idx1, true, t5, j1)) {",
-                       "    p2[f] = red1;"});
+  expectContains(arg,
+                 {"    for (i64 j1 = 0; j1 < 5LL; ++j1) {",
+                  "      if (nnc_arg_takes<float, true, true>(ok1, acc1, idx1, true, t5, j1)) {", "    p2[f] = red1;"});
   EXPECT_EQ(arg.find("nnc_shfl"), std::string::npos);
 }
 
@@ -417,7 +429,10 @@ TEST(Nvrtc, RepresentativeKernelsCompileForSm90WithEntries) {
     EXPECT_FALSE(compiled->fromCache);
     EXPECT_EQ(compiled->log, "") << k.name << ": NVRTC warned";
     ASSERT_GT(compiled->cubin.size(), 4u) << k.name;
-    EXPECT_EQ(std::string(compiled->cubin.begin(), compiled->cubin.begin() + 4), "\x7f" "ELF") << k.name;
+    EXPECT_EQ(std::string(compiled->cubin.begin(), compiled->cubin.begin() + 4),
+              "\x7f"
+              "ELF")
+        << k.name;
     EXPECT_NE(compiled->ptx.find(".target sm_90"), std::string::npos) << k.name;
     EXPECT_NE(compiled->ptx.find(".entry " + k.name + "("), std::string::npos) << k.name;
     // extern "C": the cubin's symbol is the plain name.
@@ -476,21 +491,21 @@ TEST(Nvrtc, AllRepresentativeKernelsInOneTranslationUnit) {
 // Every op of expr_ops.def on every value dtype it allows, every cast between value dtypes, every
 // reduction on every dtype, and f16/bf16/bool storage: the emitted source compiles without warnings.
 TEST(Nvrtc, EveryOpAndDtypeCompiles) {
-  const DType types[] = {DType::Bool, DType::I8, DType::U8, DType::I16, DType::U16, DType::I32,
+  const DType types[] = {DType::Bool, DType::I8,  DType::U8,  DType::I16, DType::U16, DType::I32,
                          DType::U32,  DType::I64, DType::U64, DType::F32, DType::F64};
-  const ExprOp floatUnary[] = {ExprOp::Neg,  ExprOp::Abs,   ExprOp::Exp,   ExprOp::Log,   ExprOp::Sqrt,
-                               ExprOp::Sin,  ExprOp::Cos,   ExprOp::Tan,   ExprOp::Asin,  ExprOp::Acos,
-                               ExprOp::Atan, ExprOp::Sinh,  ExprOp::Cosh,  ExprOp::Tanh,  ExprOp::Asinh,
-                               ExprOp::Acosh, ExprOp::Atanh, ExprOp::Erf,  ExprOp::Floor, ExprOp::Ceil,
-                               ExprOp::RoundEven, ExprOp::Trunc, ExprOp::IsNaN, ExprOp::RoundToF16,
-                               ExprOp::RoundToBF16};
+  const ExprOp floatUnary[] = {
+      ExprOp::Neg,       ExprOp::Abs,   ExprOp::Exp,   ExprOp::Log,        ExprOp::Sqrt,
+      ExprOp::Sin,       ExprOp::Cos,   ExprOp::Tan,   ExprOp::Asin,       ExprOp::Acos,
+      ExprOp::Atan,      ExprOp::Sinh,  ExprOp::Cosh,  ExprOp::Tanh,       ExprOp::Asinh,
+      ExprOp::Acosh,     ExprOp::Atanh, ExprOp::Erf,   ExprOp::Floor,      ExprOp::Ceil,
+      ExprOp::RoundEven, ExprOp::Trunc, ExprOp::IsNaN, ExprOp::RoundToF16, ExprOp::RoundToBF16};
   const ExprOp intUnary[] = {ExprOp::Neg, ExprOp::Abs, ExprOp::BitNot, ExprOp::Floor, ExprOp::Ceil};
-  const ExprOp arith[] = {ExprOp::Add, ExprOp::Sub, ExprOp::Mul, ExprOp::Div, ExprOp::Rem, ExprOp::FloorMod,
-                          ExprOp::Pow, ExprOp::Min, ExprOp::Max, ExprOp::Eq,  ExprOp::Ne,  ExprOp::Lt,
-                          ExprOp::Le,  ExprOp::Gt,  ExprOp::Ge};
+  const ExprOp arith[] = {ExprOp::Add,      ExprOp::Sub, ExprOp::Mul, ExprOp::Div, ExprOp::Rem,
+                          ExprOp::FloorMod, ExprOp::Pow, ExprOp::Min, ExprOp::Max, ExprOp::Eq,
+                          ExprOp::Ne,       ExprOp::Lt,  ExprOp::Le,  ExprOp::Gt,  ExprOp::Ge};
   const ExprOp intOnly[] = {ExprOp::FloorDiv, ExprOp::BitAnd, ExprOp::BitOr, ExprOp::BitXor};
-  const ReduceOp reductions[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax,
-                                 ReduceOp::ArgMin};
+  const ReduceOp reductions[] = {ReduceOp::Sum, ReduceOp::Prod,   ReduceOp::Max,
+                                 ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin};
   std::vector<kir::Kernel> kernels;
   for (DType t : types) {
     const std::string tn(dtypeName(t));
@@ -531,8 +546,10 @@ TEST(Nvrtc, EveryOpAndDtypeCompiles) {
     for (ReduceOp op : reductions) {
       auto r = rb.reductionVars({40});
       ExprId red = rb.reduce(op, r, rb.load(x2, rb.add(rb.mul(w[0], rb.i64(40)), r[0])));
-      if (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) acc = rb.add(acc, red);
-      else rb.addStore(o, w[0], red, false);
+      if (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin)
+        acc = rb.add(acc, red);
+      else
+        rb.addStore(o, w[0], red, false);
     }
     auto empty = rb.reductionVars({0});
     rb.addStore(o, w[0], rb.reduce(ReduceOp::Min, empty, rb.load(x2, empty[0])), false);
@@ -556,7 +573,8 @@ TEST(Nvrtc, EveryOpAndDtypeCompiles) {
   auto compiled = compileCuda(src->code, "every_op", opts);
   ASSERT_TRUE(compiled.isOk()) << compiled.status().message();
   EXPECT_EQ(compiled->log, "");
-  for (const kir::Kernel& k : kernels) EXPECT_NE(compiled->ptx.find(".entry " + k.name + "("), std::string::npos) << k.name;
+  for (const kir::Kernel& k : kernels)
+    EXPECT_NE(compiled->ptx.find(".entry " + k.name + "("), std::string::npos) << k.name;
 }
 
 TEST(Nvrtc, CompileErrorReturnsTheLogNamingTheKernel) {

@@ -33,9 +33,9 @@ CudaDevice* device(std::string* why) {
   return dev.get();
 }
 
-#define NNC_REQUIRE_GPU(dev)                                        \
-  std::string whyNoGpu;                                             \
-  CudaDevice* dev = device(&whyNoGpu);                              \
+#define NNC_REQUIRE_GPU(dev)           \
+  std::string whyNoGpu;                \
+  CudaDevice* dev = device(&whyNoGpu); \
   if (!dev) GTEST_SKIP() << "no CUDA driver/GPU: " << whyNoGpu
 
 Tensor deepCopy(const Tensor& t) { return Tensor::fromBytes(t.dtype(), t.shape(), t.data(), t.byteSize()); }
@@ -92,8 +92,8 @@ bool near(double got, double want, double rel, double abs) {
 // GPU vs interpreter on `init`: floats within rel/abs (transcendentals and summation order
 // differ; rel = abs = 0 asks for bit-exact floats), integers and bools exactly. One launch, three
 // launches, and with `misaligned` also one launch on buffers one element off alignment.
-void expectMatchesInterpreter(CudaDevice& dev, const kir::Kernel& k, const std::vector<Tensor>& init,
-                              double rel = 1e-5, double abs = 1e-6, bool misaligned = false) {
+void expectMatchesInterpreter(CudaDevice& dev, const kir::Kernel& k, const std::vector<Tensor>& init, double rel = 1e-5,
+                              double abs = 1e-6, bool misaligned = false) {
   std::vector<Tensor> want;
   for (const Tensor& t : init) want.push_back(deepCopy(t));
   std::vector<Tensor*> ptrs;
@@ -115,9 +115,9 @@ void expectMatchesInterpreter(CudaDevice& dev, const kir::Kernel& k, const std::
       for (int64_t i = 0; i < want[s].numel(); ++i) {
         if (isFloat(want[s].dtype())) {
           ASSERT_TRUE(near((*got)[s].getDouble(i), want[s].getDouble(i), rel, abs))
-              << k.name << " param " << s << " element " << i << ": gpu " << (*got)[s].getDouble(i)
-              << ", interpreter " << want[s].getDouble(i) << " (" << pieces << " launches"
-              << (variant.misaligned ? ", misaligned" : "") << ")";
+              << k.name << " param " << s << " element " << i << ": gpu " << (*got)[s].getDouble(i) << ", interpreter "
+              << want[s].getDouble(i) << " (" << pieces << " launches" << (variant.misaligned ? ", misaligned" : "")
+              << ")";
         } else {
           ASSERT_EQ((*got)[s].getInt(i), want[s].getInt(i))
               << k.name << " param " << s << " element " << i << " (" << pieces << " launches"
@@ -139,9 +139,12 @@ std::vector<Tensor> randomBuffers(const kir::Kernel& k, uint32_t seed, bool zero
     Tensor t(p.dtype, Shape{p.numel});
     if (!p.isOutput) {
       for (int64_t i = 0; i < p.numel; ++i) {
-        if (isFloat(p.dtype)) t.setDouble(i, real(rng));
-        else if (p.dtype == DType::Bool) t.setInt(i, rng() & 1);
-        else t.setInt(i, zeroInts ? 0 : (isUnsignedInt(p.dtype) ? std::abs(integer(rng)) : integer(rng)));
+        if (isFloat(p.dtype))
+          t.setDouble(i, real(rng));
+        else if (p.dtype == DType::Bool)
+          t.setInt(i, rng() & 1);
+        else
+          t.setInt(i, zeroInts ? 0 : (isUnsignedInt(p.dtype) ? std::abs(integer(rng)) : integer(rng)));
       }
     }
     bufs.push_back(std::move(t));
@@ -153,9 +156,11 @@ TEST(CudaGpu, RepresentativeKernelsMatchTheInterpreter) {
   NNC_REQUIRE_GPU(dev);
   std::cout << "[ cuda     ] device: " << dev->name() << " (sm_" << dev->computeCapability() << ")\n";
   uint32_t seed = 1;
-  for (const kir::Kernel& k : testing::representativeKernels()) expectMatchesInterpreter(*dev, k, randomBuffers(k, seed++));
+  for (const kir::Kernel& k : testing::representativeKernels())
+    expectMatchesInterpreter(*dev, k, randomBuffers(k, seed++));
   // Bigger shapes: rows longer than a warp, many outer points, grid-stride iterations.
-  for (const kir::Kernel& k : {testing::softmaxRows(3000, 517), testing::rowSum(70000, 3), testing::broadcastAdd(1000, 1003)})
+  for (const kir::Kernel& k :
+       {testing::softmaxRows(3000, 517), testing::rowSum(70000, 3), testing::broadcastAdd(1000, 1003)})
     expectMatchesInterpreter(*dev, k, randomBuffers(k, seed++), 1e-5, 1e-6);
 }
 
@@ -198,18 +203,18 @@ IntCase intCornerCases() {
   const std::vector<int64_t> a = {7, -7, 7, -7, kMin, 5, 1, 3};
   const std::vector<int64_t> b = {2, 2, -2, 0, -1, 40, 31, 32};
   const std::vector<float> c = {2.9f, -2.9f, 3e10f, -3e10f, std::numeric_limits<float>::quiet_NaN(), 0.5f, -0.5f, 1e9f};
-  IntCase ic{testing::intSemantics(n),
-             {Tensor::fromInt64s(a).castTo(DType::I32), Tensor::fromInt64s(b).castTo(DType::I32),
-              Tensor::fromFloats(c, {n})},
-             {}};
+  IntCase ic{
+      testing::intSemantics(n),
+      {Tensor::fromInt64s(a).castTo(DType::I32), Tensor::fromInt64s(b).castTo(DType::I32), Tensor::fromFloats(c, {n})},
+      {}};
   for (int i = 0; i < 7; ++i) ic.init.emplace_back(DType::I32, Shape{n});
-  ic.want = {{3, -3, -3, 0, kMin, 0, 0, 0},                       // div
-             {3, -4, -4, 0, kMin, 0, 0, 0},                       // floordiv
-             {1, -1, 1, 0, 0, 5, 1, 3},                           // rem
-             {1, 1, -1, 0, 0, 5, 1, 3},                           // floormod
-             {2, -2, 2147483647, kMin, 0, 0, 0, 1000000000},      // f32 -> i32
-             {28, -28, 0, -7, 0, 0, kMin, 0},                     // u32 shl, stored as i32
-             {1, 1073741822, 0, -7, 0, 0, 0, 0}};                 // u32 shr, stored as i32
+  ic.want = {{3, -3, -3, 0, kMin, 0, 0, 0},                   // div
+             {3, -4, -4, 0, kMin, 0, 0, 0},                   // floordiv
+             {1, -1, 1, 0, 0, 5, 1, 3},                       // rem
+             {1, 1, -1, 0, 0, 5, 1, 3},                       // floormod
+             {2, -2, 2147483647, kMin, 0, 0, 0, 1000000000},  // f32 -> i32
+             {28, -28, 0, -7, 0, 0, kMin, 0},                 // u32 shl, stored as i32
+             {1, 1073741822, 0, -7, 0, 0, 0, 0}};             // u32 shr, stored as i32
   return ic;
 }
 
@@ -368,8 +373,8 @@ TEST(CudaGpu, RealModelKernelsMatchTheInterpreter) {
     for (const kir::Kernel& k : *kernels) {
       if (k.outer.size() * std::max<int64_t>(1, k.inner.size()) > (int64_t{1} << 22)) continue;  // interpreter speed
       SCOPED_TRACE(dir.filename().string() + "/" + k.name);
-      expectMatchesInterpreter(*dev, k, randomBuffers(k, static_cast<uint32_t>(checked) + 7, /*zeroInts=*/true),
-                               1e-4, 1e-5);
+      expectMatchesInterpreter(*dev, k, randomBuffers(k, static_cast<uint32_t>(checked) + 7, /*zeroInts=*/true), 1e-4,
+                               1e-5);
       ++checked;
     }
   }

@@ -103,8 +103,7 @@ TEST(CudaModels, RealModelKernelsCompileForSm90) {
   const std::string root = std::string(NNC_BINARY_DIR) + "/models";
   const std::vector<path> models = testing::realModels(root);
   if (models.empty())
-    GTEST_SKIP() << "no real models in " << root << " (generate them with tests/models/make_models.py " << root
-                 << ")";
+    GTEST_SKIP() << "no real models in " << root << " (generate them with tests/models/make_models.py " << root << ")";
   int unsupported = 0;
   // One translation unit per model.
   Tally t = compileCases(models, 1, &unsupported);

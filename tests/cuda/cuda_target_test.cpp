@@ -88,18 +88,18 @@ CompileOptions cudaOptions(int level = 2) {
 // A version-1 plan, written out by hand from the format description in runtime/plan.cpp: one
 // weight buffer, one kernel step.
 const std::vector<uint8_t> kPlanV1 = {
-    'N', 'N', 'C', 'P', 1, 0, 0, 0,                      // magic, version 1
-    0x02, 0x01, 0, 0, 0, 0, 0, 0,                        // arena size 0x102
-    16, 0, 0, 0, 0, 0, 0, 0,                             // weights size 16
-    0, 0, 0, 0, 0, 0, 0, 0,                              // no inputs, no outputs
-    1, 0, 0, 0,                                          // one buffer
-    1, 8, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,   // Weight, offset 8, size 8
-    1, 0, 0, 0,                                          // one step
-    0, 1, 0, 0, 0, 'k',                                  // Kernel "k"
-    1, 0, 0, 0, 0, 0, 0, 0,                              // args {0}
-    3, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,      // outer size 3, work per point 5
-    0, 0, 0, 0,                                          // no params
-    1, 0, 0, 0, 'o',                                     // origin "o"
+    'N',  'N',  'C', 'P', 1,   0,   0, 0,                             // magic, version 1
+    0x02, 0x01, 0,   0,   0,   0,   0, 0,                             // arena size 0x102
+    16,   0,    0,   0,   0,   0,   0, 0,                             // weights size 16
+    0,    0,    0,   0,   0,   0,   0, 0,                             // no inputs, no outputs
+    1,    0,    0,   0,                                               // one buffer
+    1,    8,    0,   0,   0,   0,   0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,  // Weight, offset 8, size 8
+    1,    0,    0,   0,                                               // one step
+    0,    1,    0,   0,   0,   'k',                                   // Kernel "k"
+    1,    0,    0,   0,   0,   0,   0, 0,                             // args {0}
+    3,    0,    0,   0,   0,   0,   0, 0, 5, 0, 0, 0, 0, 0, 0, 0,     // outer size 3, work per point 5
+    0,    0,    0,   0,                                               // no params
+    1,    0,    0,   0,   'o',                                        // origin "o"
 };
 
 TEST(CudaPlan, Version1StillDeserialisesAsACpuPlan) {
@@ -290,10 +290,10 @@ TEST(CudaDriver, PlanCarriesEachKernelsMappingAndCheckSteps) {
   Value* small = b.input("small", DType::F32, Shape{8192, 4});
   Attributes sumAxis;
   sumAxis.set("axes", std::vector<int64_t>{1});
-  b.output(b.op(OpKind::Relu, {x}, {}, "relu1"));                   // pointwise f32: 16-byte vectors
-  b.output(b.op(OpKind::ReduceSum, {rows}, sumAxis, "sum1"));     // 8192-element rows, only 4
-  b.output(b.op(OpKind::Gather, {x, idx}, {}, "gather1"));          // data-dependent rows: checked
-  b.output(b.op(OpKind::Softmax, {small}, {}, "softmax1"));         // tiny rows, many of them
+  b.output(b.op(OpKind::Relu, {x}, {}, "relu1"));              // pointwise f32: 16-byte vectors
+  b.output(b.op(OpKind::ReduceSum, {rows}, sumAxis, "sum1"));  // 8192-element rows, only 4
+  b.output(b.op(OpKind::Gather, {x, idx}, {}, "gather1"));     // data-dependent rows: checked
+  b.output(b.op(OpKind::Softmax, {small}, {}, "softmax1"));    // tiny rows, many of them
   ASSERT_TRUE(b.status().isOk()) << b.status().message();
   CompileOptions o = cudaOptions();
   o.optLevel = 0;
@@ -336,8 +336,8 @@ TEST(CudaDriver, GemmsAndConvsAreCublasLtCalls) {
     Attributes flatShape;
     flatShape.set("shape", std::vector<int64_t>{2, 256});
     Value* flat = b.op(OpKind::Reshape, {r}, flatShape, "flat");
-    Value* fc = b.op(OpKind::MatMul, {flat, b.constant(randomTensor(DType::F32, Shape{256, 10}, rng), "fcw")}, {},
-                     "fc");
+    Value* fc =
+        b.op(OpKind::MatMul, {flat, b.constant(randomTensor(DType::F32, Shape{256, 10}, rng), "fcw")}, {}, "fc");
     b.output(b.op(OpKind::Add, {fc, b.constant(randomTensor(DType::F32, Shape{10}, rng), "fcb")}, {}, "fc_bias"));
     EXPECT_TRUE(b.status().isOk()) << b.status().message();
     return g;
@@ -392,8 +392,8 @@ TEST(CudaDriver, GpuArchSelectsThePtxTargetAndIsChecked) {
     o.gpuArch = bad;
     s = compileForEmit(*g2, o, &report);
     ASSERT_FALSE(s.isOk()) << bad;
-    EXPECT_EQ(s.message(), "GPU architecture '" + std::string(bad) +
-                               "' is not a real architecture such as sm_80 or sm_90");
+    EXPECT_EQ(s.message(),
+              "GPU architecture '" + std::string(bad) + "' is not a real architecture such as sm_80 or sm_90");
   }
 }
 
@@ -483,8 +483,10 @@ class ScopedEnv {
     setenv(name, value, 1);
   }
   ~ScopedEnv() {
-    if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
+    if (hadOld_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
   }
 
  private:
@@ -625,7 +627,11 @@ TEST(CudaSharedLibrary, EmbedsTheKernelsAndCreatesOnlyWithADevice) {
   const size_t entry = report.ptx.find(".entry ");
   ASSERT_NE(entry, std::string::npos);
   EXPECT_NE(bytes.find(report.ptx.substr(entry, report.ptx.find('(', entry) - entry)), std::string::npos);
-  EXPECT_NE(bytes.find("\x7f" "ELF", 64), std::string::npos) << "an embedded cubin (an ELF image) after the header";
+  EXPECT_NE(bytes.find("\x7f"
+                       "ELF",
+                       64),
+            std::string::npos)
+      << "an embedded cubin (an ELF image) after the header";
 
   ModelApi api;
   std::string error;

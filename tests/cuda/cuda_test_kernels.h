@@ -163,8 +163,8 @@ inline kir::Kernel mulOf(DType t, int n) {
   int b = kb.addParam("b", t, n, false);
   int out = kb.addParam("out", t, n, true);
   auto v = kb.setOuter({n});
-  ExprId prod = t == DType::Bool ? kb.logicalAnd(kb.load(a, v[0]), kb.load(b, v[0]))
-                                 : kb.mul(kb.load(a, v[0]), kb.load(b, v[0]));
+  ExprId prod =
+      t == DType::Bool ? kb.logicalAnd(kb.load(a, v[0]), kb.load(b, v[0])) : kb.mul(kb.load(a, v[0]), kb.load(b, v[0]));
   kb.addStore(out, v[0], prod, false);
   return kb.finish();
 }
@@ -196,24 +196,15 @@ inline kir::Kernel renamed(kir::Kernel k, const std::string& name) {
 
 // One or more kernels of each mapping and vector width (names say which).
 inline std::vector<kir::Kernel> mappingKernels() {
-  return {renamed(broadcastAdd(64, 256), "bcast_add_vec"),
-          renamed(rowBiasAdd(33, 64), "row_bias_vec"),
-          renamed(shiftedCopy(16, 64, 1), "shifted1_vec"),
-          renamed(shiftedCopy(16, 64, 4), "shifted4_vec"),
-          renamed(leakyReluToHalf(4096), "leaky_half_vec"),
-          renamed(halfScale(4096), "half_scale_vec"),
-          renamed(mulOf(DType::F64, 4096), "mul_f64_vec"),
-          renamed(mulOf(DType::BF16, 4096), "mul_bf16_vec"),
-          renamed(mulOf(DType::U8, 4096), "mul_u8_vec"),
-          renamed(mulOf(DType::Bool, 4096), "mul_bool_vec"),
-          renamed(mulOf(DType::I64, 4096), "mul_i64_vec"),
-          renamed(rowSum(8, 8192), "row_sum_block"),
-          renamed(softmaxRows(3, 5000), "softmax_block"),
-          renamed(argMaxMin(6, 5000), "argmax_block"),
-          renamed(rowMaxMinSum(5, 6000), "row_stats_block"),
-          renamed(rowSum(8192, 4), "row_sum_tiny"),
-          renamed(argMaxMin(5000, 5), "argmax_tiny"),
-          renamed(softmaxRows(8192, 16), "softmax_tiny"),
+  return {renamed(broadcastAdd(64, 256), "bcast_add_vec"),   renamed(rowBiasAdd(33, 64), "row_bias_vec"),
+          renamed(shiftedCopy(16, 64, 1), "shifted1_vec"),   renamed(shiftedCopy(16, 64, 4), "shifted4_vec"),
+          renamed(leakyReluToHalf(4096), "leaky_half_vec"),  renamed(halfScale(4096), "half_scale_vec"),
+          renamed(mulOf(DType::F64, 4096), "mul_f64_vec"),   renamed(mulOf(DType::BF16, 4096), "mul_bf16_vec"),
+          renamed(mulOf(DType::U8, 4096), "mul_u8_vec"),     renamed(mulOf(DType::Bool, 4096), "mul_bool_vec"),
+          renamed(mulOf(DType::I64, 4096), "mul_i64_vec"),   renamed(rowSum(8, 8192), "row_sum_block"),
+          renamed(softmaxRows(3, 5000), "softmax_block"),    renamed(argMaxMin(6, 5000), "argmax_block"),
+          renamed(rowMaxMinSum(5, 6000), "row_stats_block"), renamed(rowSum(8192, 4), "row_sum_tiny"),
+          renamed(argMaxMin(5000, 5), "argmax_tiny"),        renamed(softmaxRows(8192, 16), "softmax_tiny"),
           renamed(rowMaxMinSum(4096, 8), "row_stats_tiny")};
 }
 

@@ -81,8 +81,8 @@ TEST(DiffTest, LooseGraphsFailCleanly) {
     if (total > (1 << 16)) continue;
     if (evaluateGraph(graph, deterministicInputs(graph))) ++evaluated;
   }
-  std::printf("loose graphs: %llu tried, %d accepted, %d evaluated\n", static_cast<unsigned long long>(count),
-              accepted, evaluated);
+  std::printf("loose graphs: %llu tried, %d accepted, %d evaluated\n", static_cast<unsigned long long>(count), accepted,
+              evaluated);
   EXPECT_GT(accepted, 0);
 }
 

@@ -36,15 +36,17 @@ TEST(HostileModel, IfsNestedPastTheLimitNameTheNode) {
   const int depth = onnx::kMaxSubgraphDepth + 1;
   const std::string where = "model.onnx: node 'if_" + std::to_string(onnx::kMaxSubgraphDepth) + "' (If): ";
   expectImportMessage(nestedIfModel(depth).import(),
-                      where + "subgraphs nested more than 16 levels deep (an If inside the branch of an If ...) are "
-                              "unsupported");
+                      where +
+                          "subgraphs nested more than 16 levels deep (an If inside the branch of an If ...) are "
+                          "unsupported");
   // As deep as protobuf parses (its limit of 100 nested messages is 32 levels of If here): the same.
   ::onnx::ModelProto probe;
   ASSERT_TRUE(probe.ParseFromString(nestedIfModel(32).bytes()));
   ASSERT_FALSE(probe.ParseFromString(nestedIfModel(33).bytes()));
   expectImportMessage(nestedIfModel(32).import(),
-                      where + "subgraphs nested more than 16 levels deep (an If inside the branch of an If ...) are "
-                              "unsupported");
+                      where +
+                          "subgraphs nested more than 16 levels deep (an If inside the branch of an If ...) are "
+                          "unsupported");
 }
 
 TEST(HostileModel, WireFormatBuilderMatchesTheProtobufClasses) {
@@ -102,8 +104,7 @@ TEST(HostileModel, ModelLocalFunctionsAreUnsupportedByName) {
   // A call to an unknown function-like op without a definition stays "unsupported operator".
   OnnxModel missing = localFunctionModel("local", "Rec", true);
   missing.proto().clear_functions();
-  expectImportMessage(missing.import(),
-                      "model.onnx: unsupported operator domain 'local' (node 'call1' (Rec))");
+  expectImportMessage(missing.import(), "model.onnx: unsupported operator domain 'local' (node 'call1' (Rec))");
 }
 
 // --- Names ------------------------------------------------------------------------------------
@@ -114,8 +115,9 @@ TEST(HostileModel, NamesDefinedTwice) {
   twoProducers.node("Relu", {"x"}, {"y"}, "a");
   twoProducers.node("Neg", {"x"}, {"y"}, "b");
   twoProducers.output("y");
-  expectImportMessage(twoProducers.import(), "model.onnx: duplicate output name 'y' (node 'a' (Relu) and node "
-                                             "'b' (Neg))");
+  expectImportMessage(twoProducers.import(),
+                      "model.onnx: duplicate output name 'y' (node 'a' (Relu) and node "
+                      "'b' (Neg))");
 
   OnnxModel shadowsInput;
   shadowsInput.input("x", {2});
@@ -167,8 +169,13 @@ TEST(HostileModel, NamesNeverDefined) {
 
   // Inside an If branch, too (the branch sees the outer scope, nothing else).
   OnnxModel branch = nestedIfModel(2);
-  ::onnx::GraphProto* inner = branch.graph().mutable_node(0)->mutable_attribute(0)->mutable_g()
-                                  ->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  ::onnx::GraphProto* inner = branch.graph()
+                                  .mutable_node(0)
+                                  ->mutable_attribute(0)
+                                  ->mutable_g()
+                                  ->mutable_node(0)
+                                  ->mutable_attribute(0)
+                                  ->mutable_g();
   inner->mutable_node(0)->set_input(0, "ghost");
   expectImportMessage(branch.import(),
                       "model.onnx: node 'relu' (Relu): input 'ghost' is not defined by any node, graph input or "
@@ -235,7 +242,12 @@ TEST(HostileModel, AttributeWithoutAValue) {
 TEST(HostileModel, NegativeAndOverflowingInputDims) {
   OnnxModel negative;
   negative.input("x", {2, 3});
-  negative.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)
+  negative.graph()
+      .mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
       ->set_dim_value(-3);
   negative.node("Relu", {"x"}, {"y"});
   negative.output("y");

@@ -56,8 +56,9 @@ TEST(OnnxImport, NonConstantReshapeShapeAsksForBind) {
   m.input("s", {2}, ::onnx::TensorProto::INT64);
   m.node("Reshape", {"x", "s"}, {"y"}, "r");
   m.output("y");
-  EXPECT_IMPORT_ERROR(m.import(), "model.onnx: input 'shape' of node 'r' (Reshape) must be a compile-time constant; "
-                                  "bind it with --bind s=FILE.pb");
+  EXPECT_IMPORT_ERROR(m.import(),
+                      "model.onnx: input 'shape' of node 'r' (Reshape) must be a compile-time constant; "
+                      "bind it with --bind s=FILE.pb");
   onnx::ImportOptions opts;
   opts.bindings["s"] = Tensor::fromInt64s({6, 1});
   auto g = m.import(opts);
@@ -486,7 +487,8 @@ TEST(OnnxImport, MissingAndMistypedAttributes) {
   w.input("x", {2});
   setString(w.node("LeakyRelu", {"x"}, {"y"}, "lr"), "alpha", "big");
   w.output("y");
-  EXPECT_IMPORT_ERROR(w.import(), "model.onnx: node 'lr' (LeakyRelu): attribute 'alpha' has type STRING, expected FLOAT");
+  EXPECT_IMPORT_ERROR(w.import(),
+                      "model.onnx: node 'lr' (LeakyRelu): attribute 'alpha' has type STRING, expected FLOAT");
 
   OnnxModel gm;
   gm.input("a", {2, 2});
@@ -572,8 +574,9 @@ TEST(OnnxImport, MissingDefaultOpsetIsReported) {
   m.input("x", {2});
   m.node("Relu", {"x"}, {"y"});
   m.output("y");
-  EXPECT_IMPORT_ERROR(m.import(), "model declares no opset for the default ONNX domain (opset_import), which "
-                                  "node 'y' (Relu) uses");
+  EXPECT_IMPORT_ERROR(m.import(),
+                      "model declares no opset for the default ONNX domain (opset_import), which "
+                      "node 'y' (Relu) uses");
 }
 
 }  // namespace

@@ -18,8 +18,7 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("nnc_onnx_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    path_ = fs::temp_directory_path() / ("nnc_onnx_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -259,7 +258,8 @@ TEST(OnnxTensor, TruncatedAndGarbageModels) {
                       "cut.onnx: not a valid ONNX model (protobuf parse failed)");
   EXPECT_IMPORT_ERROR(onnx::importModelBytes("this is not an onnx model at all", "junk.onnx", "", {}),
                       "junk.onnx: not a valid ONNX model");
-  EXPECT_IMPORT_ERROR(onnx::importModelBytes("", "empty.onnx", "", {}), "empty.onnx: not an ONNX model (no ir_version)");
+  EXPECT_IMPORT_ERROR(onnx::importModelBytes("", "empty.onnx", "", {}),
+                      "empty.onnx: not an ONNX model (no ir_version)");
   EXPECT_IMPORT_ERROR(onnx::importModelFile("/nonexistent/model.onnx"), "/nonexistent/model.onnx: no such model file");
 }
 

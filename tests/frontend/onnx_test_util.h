@@ -131,11 +131,11 @@ inline const Node* findNode(const Graph& g, OpKind op) {
 }
 
 // Asserts an import failed with a message containing `text`.
-#define EXPECT_IMPORT_ERROR(expr, text)                                                  \
-  do {                                                                                   \
-    auto nnc_r_ = (expr);                                                                \
-    ASSERT_FALSE(nnc_r_.isOk()) << "import unexpectedly succeeded";                      \
-    EXPECT_NE(nnc_r_.status().message().find(text), std::string::npos)                   \
+#define EXPECT_IMPORT_ERROR(expr, text)                                                     \
+  do {                                                                                      \
+    auto nnc_r_ = (expr);                                                                   \
+    ASSERT_FALSE(nnc_r_.isOk()) << "import unexpectedly succeeded";                         \
+    EXPECT_NE(nnc_r_.status().message().find(text), std::string::npos)                      \
         << "message: " << nnc_r_.status().message() << "\nexpected to contain: " << (text); \
   } while (0)
 

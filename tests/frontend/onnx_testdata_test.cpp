@@ -61,28 +61,29 @@ TEST_P(OnnxBackendCase, ImportsAndMatchesExpectedOutputs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Node, OnnxBackendCase,
-    ::testing::Values("node/test_relu", "node/test_gemm_all_attributes", "node/test_softmax_axis_1",
-                      "node/test_reduce_sum_keepdims_example", "node/test_unsqueeze_axis_0",
-                      "node/test_flatten_axis2", "node/test_batchnorm_example", "node/test_dropout_default",
-                      "node/test_nllloss_NCd1_weight_ii", "node/test_sce_mean_weight_ii_3d",
-                      "node/test_squeeze", "node/test_clip", "node/test_slice", "node/test_reshape_negative_dim"),
-    [](const auto& info) {
-      std::string s = info.param.substr(info.param.find('/') + 1);
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Node, OnnxBackendCase,
+                         ::testing::Values("node/test_relu", "node/test_gemm_all_attributes",
+                                           "node/test_softmax_axis_1", "node/test_reduce_sum_keepdims_example",
+                                           "node/test_unsqueeze_axis_0", "node/test_flatten_axis2",
+                                           "node/test_batchnorm_example", "node/test_dropout_default",
+                                           "node/test_nllloss_NCd1_weight_ii", "node/test_sce_mean_weight_ii_3d",
+                                           "node/test_squeeze", "node/test_clip", "node/test_slice",
+                                           "node/test_reshape_negative_dim"),
+                         [](const auto& info) {
+                           std::string s = info.param.substr(info.param.find('/') + 1);
+                           return s;
+                         });
 
-INSTANTIATE_TEST_SUITE_P(
-    PytorchConverted, OnnxBackendCase,
-    ::testing::Values("pytorch-converted/test_Linear", "pytorch-converted/test_BatchNorm2d_eval",
-                      "pytorch-converted/test_log_softmax_dim3", "pytorch-converted/test_PReLU_2d_multiparam",
-                      "pytorch-converted/test_ConstantPad2d", "pytorch-converted/test_Conv2d",
-                      "pytorch-converted/test_Softmax", "pytorch-operator/test_operator_flatten"),
-    [](const auto& info) {
-      std::string s = info.param.substr(info.param.find('/') + 1);
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(PytorchConverted, OnnxBackendCase,
+                         ::testing::Values("pytorch-converted/test_Linear", "pytorch-converted/test_BatchNorm2d_eval",
+                                           "pytorch-converted/test_log_softmax_dim3",
+                                           "pytorch-converted/test_PReLU_2d_multiparam",
+                                           "pytorch-converted/test_ConstantPad2d", "pytorch-converted/test_Conv2d",
+                                           "pytorch-converted/test_Softmax", "pytorch-operator/test_operator_flatten"),
+                         [](const auto& info) {
+                           std::string s = info.param.substr(info.param.find('/') + 1);
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace nnc::testing

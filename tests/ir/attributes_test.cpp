@@ -1,9 +1,9 @@
 // Attribute values, getters, printing and schema validation (defaults, kinds, messages).
+#include "ir/attributes.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "ir/attributes.h"
 
 namespace nnc {
 namespace {

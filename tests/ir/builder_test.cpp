@@ -1,8 +1,9 @@
 // GraphBuilder: arity and inference errors with sticky status, default names, folding through the
 // reference evaluator, fold limits and shape-only folding; inferNode on hand-made nodes.
+#include "ir/builder.h"
+
 #include <gtest/gtest.h>
 
-#include "ir/builder.h"
 #include "ir/printer.h"
 
 namespace nnc {
@@ -89,7 +90,8 @@ TEST(Builder, OutputTooLarge) {
   Value* a = b.input("a", DType::F32, Shape{int64_t{1} << 20, 1});
   Value* c = b.input("c", DType::F32, Shape{1, int64_t{1} << 21});
   EXPECT_EQ(b.op(OpKind::MatMul, {a, c}, {}, "mm"), nullptr);
-  EXPECT_EQ(b.status().message(), "node 'mm' (MatMul): output 0 has 2199023255552 elements, more than nnc supports (2^40)");
+  EXPECT_EQ(b.status().message(),
+            "node 'mm' (MatMul): output 0 has 2199023255552 elements, more than nnc supports (2^40)");
 }
 
 TEST(Builder, InvalidInputShape) {

@@ -1,12 +1,12 @@
 // DType tables and the f16/bf16 conversions against known bit patterns (values from numpy /
 // ml_dtypes, e.g. np.float16(0.1).view(np.uint16) == 0x2E66).
+#include "ir/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include "ir/dtype.h"
 
 namespace nnc {
 namespace {
@@ -52,20 +52,20 @@ TEST(DType, F32ToF16KnownPatterns) {
   EXPECT_EQ(f32ToF16(-std::numeric_limits<float>::infinity()), 0xFC00);
   EXPECT_EQ(f32ToF16(0.0f), 0x0000);
   EXPECT_EQ(f32ToF16(-0.0f), 0x8000);
-  EXPECT_EQ(f32ToF16(6.103515625e-05f), 0x0400);       // smallest normal 2^-14
+  EXPECT_EQ(f32ToF16(6.103515625e-05f), 0x0400);        // smallest normal 2^-14
   EXPECT_EQ(f32ToF16(5.960464477539063e-08f), 0x0001);  // smallest subnormal 2^-24
   EXPECT_EQ(f32ToF16(6.097555160522461e-05f), 0x03FF);  // largest subnormal
   EXPECT_EQ(f32ToF16(1e-9f), 0x0000);
 }
 
 TEST(DType, F32ToF16RoundsToNearestEven) {
-  EXPECT_EQ(f32ToF16(1.00048828125f), 0x3C00);  // 1 + 2^-11: tie, even is 0x3C00
-  EXPECT_EQ(f32ToF16(1.00146484375f), 0x3C02);  // 1 + 3*2^-11: tie, even is 0x3C02
-  EXPECT_EQ(f32ToF16(1.0005f), 0x3C01);         // just above the tie
+  EXPECT_EQ(f32ToF16(1.00048828125f), 0x3C00);          // 1 + 2^-11: tie, even is 0x3C00
+  EXPECT_EQ(f32ToF16(1.00146484375f), 0x3C02);          // 1 + 3*2^-11: tie, even is 0x3C02
+  EXPECT_EQ(f32ToF16(1.0005f), 0x3C01);                 // just above the tie
   EXPECT_EQ(f32ToF16(2.980232238769531e-08f), 0x0000);  // 2^-25: subnormal tie -> 0
   EXPECT_EQ(f32ToF16(8.940696716308594e-08f), 0x0002);  // 3*2^-25: tie between 1 and 2 -> 2
   EXPECT_EQ(f32ToF16(3.0e-08f), 0x0001);                // just above 2^-25
-  EXPECT_EQ(f32ToF16(2047.5f), 0x6800);  // 2047.5 ulp=1 at 1024..2048: tie -> 2048
+  EXPECT_EQ(f32ToF16(2047.5f), 0x6800);                 // 2047.5 ulp=1 at 1024..2048: tie -> 2048
 }
 
 TEST(DType, F32ToF16NaN) {
@@ -102,10 +102,10 @@ TEST(DType, F16ToF32) {
 TEST(DType, BF16) {
   EXPECT_EQ(f32ToBF16(1.0f), 0x3F80);
   EXPECT_EQ(f32ToBF16(-2.0f), 0xC000);
-  EXPECT_EQ(f32ToBF16(3.14159274f), 0x4049);        // 0x40490FDB: rounds down
-  EXPECT_EQ(f32ToBF16(fromBits(0x3F808000u)), 0x3F80);  // tie, even
-  EXPECT_EQ(f32ToBF16(fromBits(0x3F818000u)), 0x3F82);  // tie, odd -> up
-  EXPECT_EQ(f32ToBF16(fromBits(0x3F808001u)), 0x3F81);  // above the tie
+  EXPECT_EQ(f32ToBF16(3.14159274f), 0x4049);                        // 0x40490FDB: rounds down
+  EXPECT_EQ(f32ToBF16(fromBits(0x3F808000u)), 0x3F80);              // tie, even
+  EXPECT_EQ(f32ToBF16(fromBits(0x3F818000u)), 0x3F82);              // tie, odd -> up
+  EXPECT_EQ(f32ToBF16(fromBits(0x3F808001u)), 0x3F81);              // above the tie
   EXPECT_EQ(f32ToBF16(std::numeric_limits<float>::max()), 0x7F80);  // rounds to inf
   EXPECT_EQ(f32ToBF16(-std::numeric_limits<float>::infinity()), 0xFF80);
   EXPECT_EQ(f32ToBF16(fromBits(0x7F800001u)), 0x7FC0);  // signaling NaN -> quiet NaN

@@ -197,8 +197,7 @@ TEST(ElementwiseOps, GeluExactAndTanhApproximation) {
     approx.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v))));
   }
   expectValues(runOp(OpKind::Gelu, {x}), DType::F64, {7}, exact, 1e-14);
-  expectValues(runOp(OpKind::Gelu, {x}, attrs({{"approximate", std::string("tanh")}})), DType::F64, {7}, approx,
-               1e-14);
+  expectValues(runOp(OpKind::Gelu, {x}, attrs({{"approximate", std::string("tanh")}})), DType::F64, {7}, approx, 1e-14);
   // The two differ noticeably at -1 (-0.15865525 vs -0.15880801), so the attribute is honoured.
   EXPECT_GT(std::abs(exact[1] - approx[1]), 1e-4);
 }
@@ -312,7 +311,9 @@ TEST(ElementwiseOps, UnaryFloatOpsMatchFloat64Formulas) {
       {OpKind::Reciprocal, {}, [](double x) { return 1 / x; }},
       {OpKind::Floor, {}, [](double x) { return std::floor(x); }},
       {OpKind::Ceil, {}, [](double x) { return std::ceil(x); }},
-      {OpKind::Sign, {}, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }},
+      {OpKind::Sign, {}, [](double x) { return x > 0   ? 1.0
+                                               : x < 0 ? -1.0
+                                                       : 0.0; }},
       {OpKind::Sin, {}, [](double x) { return std::sin(x); }},
       {OpKind::Cos, {}, [](double x) { return std::cos(x); }},
       {OpKind::Tan, {}, [](double x) { return std::tan(x); }},
@@ -327,7 +328,8 @@ TEST(ElementwiseOps, UnaryFloatOpsMatchFloat64Formulas) {
       {OpKind::LeakyRelu, attrs({{"alpha", 0.3}}), [](double x) { return x < 0 ? 0.3 * x : x; }},
       {OpKind::Elu, {}, [](double x) { return x < 0 ? std::exp(x) - 1 : x; }},
       {OpKind::Elu, attrs({{"alpha", 2.0}}), [](double x) { return x < 0 ? 2 * (std::exp(x) - 1) : x; }},
-      {OpKind::Selu, {},
+      {OpKind::Selu,
+       {},
        [=](double x) { return x <= 0 ? seluGamma * (seluAlpha * std::exp(x) - seluAlpha) : seluGamma * x; }},
       {OpKind::Celu, attrs({{"alpha", 2.0}}),
        [](double x) { return std::max(0.0, x) + std::min(0.0, 2 * (std::exp(x / 2) - 1)); }},
@@ -340,9 +342,13 @@ TEST(ElementwiseOps, UnaryFloatOpsMatchFloat64Formulas) {
       {OpKind::Softplus, {}, softplus},
       {OpKind::Softsign, {}, [](double x) { return x / (1 + std::abs(x)); }},
       {OpKind::Mish, {}, [=](double x) { return x * std::tanh(softplus(x)); }},
-      {OpKind::Shrink, {}, [](double x) { return x < -0.5 ? x : x > 0.5 ? x : 0; }},
+      {OpKind::Shrink, {}, [](double x) { return x < -0.5  ? x
+                                                 : x > 0.5 ? x
+                                                           : 0; }},
       {OpKind::Shrink, attrs({{"bias", 1.5}, {"lambd", 1.0}}),
-       [](double x) { return x < -1 ? x + 1.5 : x > 1 ? x - 1.5 : 0; }},
+       [](double x) { return x < -1  ? x + 1.5
+                             : x > 1 ? x - 1.5
+                                     : 0; }},
   };
   const std::vector<double> xs = {-4, -1.5, -0.5, -0.25, 0.25, 0.75, 1.5, 3};
   for (const UnaryCase& c : cases) {
@@ -408,9 +414,9 @@ TEST(ElementwiseOps, TypeErrorsNameTheInput) {
             "node 'n' (Sqrt): input 0 has type i32, expected a float type");
   EXPECT_EQ(buildError(OpKind::And, {{DType::F32, {2}}, {DType::F32, {2}}}),
             "node 'n' (And): input 0 has type f32, expected bool");
-  EXPECT_EQ(buildError(OpKind::BitShift, {{DType::I32, {2}}, {DType::I32, {2}}},
-                       attrs({{"direction", std::string("LEFT")}})),
-            "node 'n' (BitShift): input 0 has type i32, expected an unsigned integer type");
+  EXPECT_EQ(
+      buildError(OpKind::BitShift, {{DType::I32, {2}}, {DType::I32, {2}}}, attrs({{"direction", std::string("LEFT")}})),
+      "node 'n' (BitShift): input 0 has type i32, expected an unsigned integer type");
   EXPECT_EQ(buildError(OpKind::Where, {{DType::Bool, {2}}, {DType::F32, {2}}, {DType::I64, {2}}}),
             "node 'n' (Where): input 2 has type i64, expected f32 like input 1");
   EXPECT_EQ(buildError(OpKind::Where, {{DType::I32, {2}}, {DType::F32, {2}}, {DType::F32, {2}}}),
@@ -422,9 +428,9 @@ TEST(ElementwiseOps, TypeErrorsNameTheInput) {
 TEST(ElementwiseOps, AttributeErrors) {
   EXPECT_EQ(buildError(OpKind::Gelu, {{DType::F32, {2}}}, attrs({{"approximate", std::string("fast")}})),
             "node 'n' (Gelu): attribute 'approximate' is \"fast\", expected \"none\" or \"tanh\"");
-  EXPECT_EQ(buildError(OpKind::BitShift, {{DType::U8, {2}}, {DType::U8, {2}}},
-                       attrs({{"direction", std::string("UP")}})),
-            "node 'n' (BitShift): attribute 'direction' is \"UP\", expected \"LEFT\" or \"RIGHT\"");
+  EXPECT_EQ(
+      buildError(OpKind::BitShift, {{DType::U8, {2}}, {DType::U8, {2}}}, attrs({{"direction", std::string("UP")}})),
+      "node 'n' (BitShift): attribute 'direction' is \"UP\", expected \"LEFT\" or \"RIGHT\"");
   EXPECT_EQ(buildError(OpKind::Cast, {{DType::F32, {2}}}, attrs({{"to", int64_t{8}}})),
             "node 'n' (Cast): attribute 'to' is 8, which is not a supported dtype");
 }

@@ -1,11 +1,12 @@
 // Graph storage and rewrite helpers: names, use lists, replaceAllUsesWith, eraseNode,
 // insertNodeBefore, sortTopologically (with a cycle), clone, removeDeadValues.
+#include "ir/graph.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "ir/builder.h"
-#include "ir/graph.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 

@@ -131,8 +131,7 @@ std::vector<double> iotaValues(int64_t n) {
 TEST(MovementOps, ReshapeCopiesZeroAndInfersMinusOne) {
   Tensor x = iota({2, 3, 4});
   expectTensor(runOp(OpKind::Reshape, {x}, attrs({{"shape", Ints{0, -1}}})), DType::F32, {2, 12}, iotaValues(24));
-  expectTensor(runOp(OpKind::Reshape, {x}, attrs({{"shape", Ints{4, 0, -1}}})), DType::F32, {4, 3, 2},
-               iotaValues(24));
+  expectTensor(runOp(OpKind::Reshape, {x}, attrs({{"shape", Ints{4, 0, -1}}})), DType::F32, {4, 3, 2}, iotaValues(24));
   // allowzero=1: 0 is a real zero-sized dim.
   Tensor empty(DType::F32, Shape{0, 3});
   Tensor r = runOp(OpKind::Reshape, {empty}, attrs({{"shape", Ints{3, 0}}, {"allowzero", int64_t{1}}}));
@@ -149,8 +148,7 @@ TEST(MovementOps, ReshapeErrors) {
             "node 'n' (Reshape): cannot infer the -1 in shape [4, -1] for input [2x3]");
   EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {6}}}, attrs({{"shape", Ints{2, 0}}})),
             "node 'n' (Reshape): shape [2, 0] copies dim 1 (0) but the input [6] has rank 1");
-  EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {6}}}),
-            "node 'n' (Reshape): 'shape' is required (input 1)");
+  EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {6}}}), "node 'n' (Reshape): 'shape' is required (input 1)");
 }
 
 TEST(MovementOps, Transpose) {
@@ -171,19 +169,21 @@ TEST(MovementOps, TransposeBadPerm) {
 TEST(MovementOps, SliceNegativeStepsAndSaturatedEnds) {
   Tensor x = iota({4, 5});
   // x[-1::-2, 4:0:-3]
-  expectTensor(runOp(OpKind::Slice, {x}, attrs({{"starts", Ints{-1, 4}}, {"ends", Ints{kI64Min, 0}},
-                                                {"axes", Ints{0, 1}}, {"steps", Ints{-2, -3}}})),
-               DType::F32, {2, 2}, {19, 16, 9, 6});
+  expectTensor(
+      runOp(
+          OpKind::Slice, {x},
+          attrs({{"starts", Ints{-1, 4}}, {"ends", Ints{kI64Min, 0}}, {"axes", Ints{0, 1}}, {"steps", Ints{-2, -3}}})),
+      DType::F32, {2, 2}, {19, 16, 9, 6});
   // x[:, 1::2]
-  expectTensor(runOp(OpKind::Slice, {x}, attrs({{"starts", Ints{1}}, {"ends", Ints{kI64Max}}, {"axes", Ints{-1}},
-                                                {"steps", Ints{2}}})),
+  expectTensor(runOp(OpKind::Slice, {x},
+                     attrs({{"starts", Ints{1}}, {"ends", Ints{kI64Max}}, {"axes", Ints{-1}}, {"steps", Ints{2}}})),
                DType::F32, {4, 2}, {1, 3, 6, 8, 11, 13, 16, 18});
   // x[3:1] is empty; x[1:3] without axes/steps applies to the leading dims.
   Tensor e = runOp(OpKind::Slice, {x}, attrs({{"starts", Ints{3}}, {"ends", Ints{1}}}));
   ASSERT_FALSE(e.isNull());
   EXPECT_EQ(e.shape(), Shape({0, 5}));
-  expectTensor(runOp(OpKind::Slice, {x}, attrs({{"starts", Ints{1, -2}}, {"ends", Ints{3, 100}}})), DType::F32,
-               {2, 2}, {8, 9, 13, 14});
+  expectTensor(runOp(OpKind::Slice, {x}, attrs({{"starts", Ints{1, -2}}, {"ends", Ints{3, 100}}})), DType::F32, {2, 2},
+               {8, 9, 13, 14});
 }
 
 TEST(MovementOps, SliceErrors) {
@@ -206,8 +206,7 @@ TEST(MovementOps, ConcatThreeInputs) {
                {0, 10, 11, 12, 20, 21, 1, 13, 14, 15, 22, 23});
   // An empty input contributes nothing.
   Tensor none(DType::F32, Shape{0, 2});
-  expectTensor(runOp(OpKind::Concat, {none, c}, attrs({{"axis", int64_t{0}}})), DType::F32, {2, 2},
-               {20, 21, 22, 23});
+  expectTensor(runOp(OpKind::Concat, {none, c}, attrs({{"axis", int64_t{0}}})), DType::F32, {2, 2}, {20, 21, 22, 23});
   Tensor noCols(DType::F32, Shape{2, 0});
   Tensor both = runOp(OpKind::Concat, {noCols, noCols}, attrs({{"axis", int64_t{1}}}));
   ASSERT_FALSE(both.isNull());
@@ -238,24 +237,24 @@ TEST(MovementOps, PadModes) {
   // np.pad(x, ((1, 2), (2, 1)), mode=...)
   a.set("mode", std::string("reflect"));
   expectTensor(runOp(OpKind::Pad, {x}, a), DType::F32, {6, 7},
-               {6, 5, 4, 5, 6, 7, 6, 2, 1, 0, 1, 2,  3, 2,  6, 5, 4, 5, 6, 7, 6,
-                10, 9, 8, 9, 10, 11, 10, 6, 5, 4, 5, 6, 7, 6, 2, 1, 0, 1, 2,  3, 2});
+               {6,  5, 4, 5, 6,  7,  6,  2, 1, 0, 1, 2, 3, 2, 6, 5, 4, 5, 6, 7, 6,
+                10, 9, 8, 9, 10, 11, 10, 6, 5, 4, 5, 6, 7, 6, 2, 1, 0, 1, 2, 3, 2});
   a.set("mode", std::string("edge"));
   expectTensor(runOp(OpKind::Pad, {x}, a), DType::F32, {6, 7},
-               {0, 0, 0, 1, 2, 3, 3, 0, 0, 0, 1, 2,  3,  3,  4, 4, 4, 5, 6,  7,  7,
+               {0, 0, 0, 1, 2,  3,  3,  0, 0, 0, 1, 2,  3,  3,  4, 4, 4, 5, 6,  7,  7,
                 8, 8, 8, 9, 10, 11, 11, 8, 8, 8, 9, 10, 11, 11, 8, 8, 8, 9, 10, 11, 11});
   a.set("mode", std::string("wrap"));
   expectTensor(runOp(OpKind::Pad, {x}, a), DType::F32, {6, 7},
-               {10, 11, 8, 9, 10, 11, 8, 2,  3,  0, 1, 2, 3, 0, 6, 7, 4, 5, 6, 7, 4,
+               {10, 11, 8, 9, 10, 11, 8, 2, 3, 0, 1, 2, 3, 0, 6, 7, 4, 5, 6, 7, 4,
                 10, 11, 8, 9, 10, 11, 8, 2, 3, 0, 1, 2, 3, 0, 6, 7, 4, 5, 6, 7, 4});
   // Reflecting further than the input is long: np.pad(np.arange(3), (5, 4), mode='reflect')
   expectTensor(runOp(OpKind::Pad, {iota({3})}, attrs({{"pads", Ints{5, 4}}, {"mode", std::string("reflect")}})),
                DType::F32, {12}, {1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2});
   // Constant 7 with a negative (cropping) pad, only on the given axes:
   // np.pad(x[:, 1:], ((0, 1), (0, 0)), constant_values=7)
-  expectTensor(runOp(OpKind::Pad, {x}, attrs({{"pads", Ints{0, -1, 1, 0}},
-                                             {"constant_value", Tensor::scalar(DType::F32, 7)}})),
-               DType::F32, {4, 3}, {1, 2, 3, 5, 6, 7, 9, 10, 11, 7, 7, 7});
+  expectTensor(
+      runOp(OpKind::Pad, {x}, attrs({{"pads", Ints{0, -1, 1, 0}}, {"constant_value", Tensor::scalar(DType::F32, 7)}})),
+      DType::F32, {4, 3}, {1, 2, 3, 5, 6, 7, 9, 10, 11, 7, 7, 7});
   expectTensor(runOp(OpKind::Pad, {iota({2, 2}, DType::I64)}, attrs({{"pads", Ints{1, 0}}, {"axes", Ints{-1}}})),
                DType::I64, {2, 3}, {0, 0, 1, 0, 2, 3});
 }
@@ -263,8 +262,9 @@ TEST(MovementOps, PadModes) {
 TEST(MovementOps, PadErrors) {
   EXPECT_EQ(buildError(OpKind::Pad, {{DType::F32, {1, 2, 3, 4}}}, attrs({{"pads", Ints{1, 1, 1}}})),
             "node 'n' (Pad): pads has 3 values, expected 8");
-  EXPECT_EQ(buildError(OpKind::Pad, {{DType::F32, {2}}}, attrs({{"pads", Ints{1, 1}}, {"mode", std::string("mirror")}})),
-            "node 'n' (Pad): mode 'mirror' is not one of constant, reflect, edge, wrap");
+  EXPECT_EQ(
+      buildError(OpKind::Pad, {{DType::F32, {2}}}, attrs({{"pads", Ints{1, 1}}, {"mode", std::string("mirror")}})),
+      "node 'n' (Pad): mode 'mirror' is not one of constant, reflect, edge, wrap");
 }
 
 TEST(MovementOps, TileAndExpand) {
@@ -284,8 +284,8 @@ TEST(MovementOps, GatherNegativeIndices) {
   expectTensor(runOp(OpKind::Gather, {data, ints({-1, 0, 2, -5}, {2, 2})}), DType::F32, {2, 2, 3},
                {12, 13, 14, 0, 1, 2, 6, 7, 8, 0, 1, 2});
   // axis=1 with i32 indices [-1, 1]
-  expectTensor(runOp(OpKind::Gather, {data, ints({-1, 1}, {2}, DType::I32)}, attrs({{"axis", int64_t{1}}})),
-               DType::F32, {5, 2}, {2, 1, 5, 4, 8, 7, 11, 10, 14, 13});
+  expectTensor(runOp(OpKind::Gather, {data, ints({-1, 1}, {2}, DType::I32)}, attrs({{"axis", int64_t{1}}})), DType::F32,
+               {5, 2}, {2, 1, 5, 4, 8, 7, 11, 10, 14, 13});
   // Scalar index drops the axis.
   expectTensor(runOp(OpKind::Gather, {data, ints({-2}, {})}), DType::F32, {3}, {9, 10, 11});
   // Out-of-range indices are an error naming the node, the bound and the first offender.
@@ -296,9 +296,9 @@ TEST(MovementOps, GatherNegativeIndices) {
 
 TEST(MovementOps, GatherElementsAndND) {
   // np.take_along_axis semantics on data[:2], indices [[1, -1], [0, 2]] along axis 1
-  expectTensor(runOp(OpKind::GatherElements, {iota({3, 3}), ints({1, -1, 0, 2}, {2, 2})},
-                     attrs({{"axis", int64_t{1}}})),
-               DType::F32, {2, 2}, {1, 2, 3, 5});
+  expectTensor(
+      runOp(OpKind::GatherElements, {iota({3, 3}), ints({1, -1, 0, 2}, {2, 2})}, attrs({{"axis", int64_t{1}}})),
+      DType::F32, {2, 2}, {1, 2, 3, 5});
   // ONNX reference: GatherND(arange(24).reshape(2,3,4), [[[0,1],[2,-1]],[[1,0],[-3,3]]], batch_dims=1)
   expectTensor(runOp(OpKind::GatherND, {iota({2, 3, 4}), ints({0, 1, 2, -1, 1, 0, -3, 3}, {2, 2, 2})},
                      attrs({{"batch_dims", int64_t{1}}})),
@@ -312,15 +312,15 @@ TEST(MovementOps, DepthToSpaceAndBack) {
   Tensor x = iota({1, 8, 2, 3});
   // ONNX reference DepthToSpace(blocksize=2)
   expectTensor(runOp(OpKind::DepthToSpace, {x}, attrs({{"blocksize", int64_t{2}}})), DType::F32, {1, 2, 4, 6},
-               {0,  12, 1,  13, 2,  14, 24, 36, 25, 37, 26, 38, 3,  15, 4,  16, 5,  17, 27, 39, 28, 40, 29, 41,
-                6,  18, 7,  19, 8,  20, 30, 42, 31, 43, 32, 44, 9,  21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47});
+               {0, 12, 1, 13, 2, 14, 24, 36, 25, 37, 26, 38, 3, 15, 4,  16, 5,  17, 27, 39, 28, 40, 29, 41,
+                6, 18, 7, 19, 8, 20, 30, 42, 31, 43, 32, 44, 9, 21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47});
   expectTensor(runOp(OpKind::DepthToSpace, {x}, attrs({{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}})),
                DType::F32, {1, 2, 4, 6},
                {0,  6,  1,  7,  2,  8,  12, 18, 13, 19, 14, 20, 3,  9,  4,  10, 5,  11, 15, 21, 16, 22, 17, 23,
                 24, 30, 25, 31, 26, 32, 36, 42, 37, 43, 38, 44, 27, 33, 28, 34, 29, 35, 39, 45, 40, 46, 41, 47});
   expectTensor(runOp(OpKind::SpaceToDepth, {iota({1, 2, 4, 6})}, attrs({{"blocksize", int64_t{2}}})), DType::F32,
                {1, 8, 2, 3},
-               {0, 2, 4, 12, 14, 16, 24, 26, 28, 36, 38, 40, 1, 3, 5, 13, 15, 17, 25, 27, 29, 37, 39, 41,
+               {0, 2, 4,  12, 14, 16, 24, 26, 28, 36, 38, 40, 1, 3, 5,  13, 15, 17, 25, 27, 29, 37, 39, 41,
                 6, 8, 10, 18, 20, 22, 30, 32, 34, 42, 44, 46, 7, 9, 11, 19, 21, 23, 31, 33, 35, 43, 45, 47});
   EXPECT_EQ(buildError(OpKind::DepthToSpace, {{DType::F32, {1, 6, 2, 2}}}, attrs({{"blocksize", int64_t{2}}})),
             "node 'n' (DepthToSpace): channels (6) are not divisible by blocksize^2 (4)");
@@ -330,40 +330,40 @@ TEST(MovementOps, ResizeLinearHalfPixel) {
   // ONNX reference Resize(arange(8).reshape(1,1,2,4), scales=[1,1,2,1.5], mode=linear)
   expectTensor(runOp(OpKind::Resize, {iota({1, 1, 2, 4})},
                      attrs({{"scales", Floats{1, 1, 2, 1.5}}, {"mode", std::string("linear")}})),
-               DType::F32, {1, 1, 4, 6},
-               {0.0, 0.5, 1.1666666269302368, 1.8333333730697632, 2.5, 3.0,
-                1.0, 1.5, 2.1666667461395264, 2.8333332538604736, 3.5, 4.0,
-                3.0, 3.5, 4.166666507720947,  4.833333492279053,  5.5, 6.0,
-                4.0, 4.5, 5.166666507720947,  5.833333492279053,  6.5, 7.0},
+               DType::F32, {1, 1, 4, 6}, {0.0, 0.5, 1.1666666269302368, 1.8333333730697632, 2.5, 3.0,
+                                          1.0, 1.5, 2.1666667461395264, 2.8333332538604736, 3.5, 4.0,
+                                          3.0, 3.5, 4.166666507720947,  4.833333492279053,  5.5, 6.0,
+                                          4.0, 4.5, 5.166666507720947,  5.833333492279053,  6.5, 7.0},
                1e-6);
 }
 
 TEST(MovementOps, ResizeNearestAsymmetric) {
   // ONNX reference: scales=[1,1,2.5,1.7], out floor(2*2.5) x floor(3*1.7) = 5 x 5
-  expectTensor(runOp(OpKind::Resize, {iota({1, 1, 2, 3})},
-                     attrs({{"scales", Floats{1, 1, 2.5, 1.7}},
-                            {"coordinate_transformation_mode", std::string("asymmetric")}})),
-               DType::F32, {1, 1, 5, 5},
-               {0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 3, 4, 4, 5, 5, 3, 4, 4, 5, 5, 3, 4, 4, 5, 5});
+  expectTensor(
+      runOp(OpKind::Resize, {iota({1, 1, 2, 3})},
+            attrs({{"scales", Floats{1, 1, 2.5, 1.7}}, {"coordinate_transformation_mode", std::string("asymmetric")}})),
+      DType::F32, {1, 1, 5, 5}, {0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 3, 4, 4, 5, 5, 3, 4, 4, 5, 5, 3, 4, 4, 5, 5});
 }
 
 TEST(MovementOps, ResizeCubicAndCrop) {
   Tensor x = iota({1, 1, 3, 4});
   // ONNX reference: sizes=[1,1,5,3], cubic, align_corners
   expectTensor(runOp(OpKind::Resize, {x},
-                     attrs({{"sizes", Ints{1, 1, 5, 3}}, {"mode", std::string("cubic")},
+                     attrs({{"sizes", Ints{1, 1, 5, 3}},
+                            {"mode", std::string("cubic")},
                             {"coordinate_transformation_mode", std::string("align_corners")}})),
                DType::F32, {1, 1, 5, 3}, {0, 1.5, 3, 1.625, 3.125, 4.625, 4, 5.5, 7, 6.375, 7.875, 9.375, 8, 9.5, 11},
                1e-6);
   // ONNX reference: scales=[1,1,1.5,0.8], cubic, exclude_outside=1 (half_pixel)
-  expectTensor(runOp(OpKind::Resize, {x},
-                     attrs({{"scales", Floats{1, 1, 1.5, 0.8}}, {"mode", std::string("cubic")},
-                            {"exclude_outside", int64_t{1}}})),
-               DType::F32, {1, 1, 4, 3},
-               {-0.3174782991409302, 0.9988914728164673, 2.3293063640594482, 1.5736414194107056, 2.8900110721588135,
-                4.220426082611084, 5.061760902404785, 6.378130912780762, 7.708545684814453, 7.623603343963623,
-                8.939972877502441, 10.270387649536133},
-               1e-5);
+  expectTensor(
+      runOp(
+          OpKind::Resize, {x},
+          attrs({{"scales", Floats{1, 1, 1.5, 0.8}}, {"mode", std::string("cubic")}, {"exclude_outside", int64_t{1}}})),
+      DType::F32, {1, 1, 4, 3},
+      {-0.3174782991409302, 0.9988914728164673, 2.3293063640594482, 1.5736414194107056, 2.8900110721588135,
+       4.220426082611084, 5.061760902404785, 6.378130912780762, 7.708545684814453, 7.623603343963623, 8.939972877502441,
+       10.270387649536133},
+      1e-5);
   // ONNX reference: tf_crop_and_resize, linear, roi=[0,0,.2,-.3, 1,1,.9,.8], sizes [1,1,3,3], extrapolation -1
   expectTensor(runOp(OpKind::Resize, {x},
                      attrs({{"roi", Floats{0, 0, 0.2, -0.3, 1, 1, 0.9, 0.8}},
@@ -409,38 +409,45 @@ TEST(MovementOps, OneHot) {
 
 TEST(MovementOps, Range) {
   // np.arange(1, 10, 3)
-  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::I64, 1)},
-                                               {"limit", Tensor::scalar(DType::I64, 10)},
-                                               {"delta", Tensor::scalar(DType::I64, 3)}})),
+  expectTensor(runOp(OpKind::Range, {},
+                     attrs({{"start", Tensor::scalar(DType::I64, 1)},
+                            {"limit", Tensor::scalar(DType::I64, 10)},
+                            {"delta", Tensor::scalar(DType::I64, 3)}})),
                DType::I64, {3}, {1, 4, 7});
   // ONNX reference Range(f32 0, 1, 0.3)
-  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::F32, 0)},
-                                               {"limit", Tensor::scalar(DType::F32, 1)},
-                                               {"delta", Tensor::scalar(DType::F32, 0.3)}})),
+  expectTensor(runOp(OpKind::Range, {},
+                     attrs({{"start", Tensor::scalar(DType::F32, 0)},
+                            {"limit", Tensor::scalar(DType::F32, 1)},
+                            {"delta", Tensor::scalar(DType::F32, 0.3)}})),
                DType::F32, {4}, {0.0, 0.30000001192092896, 0.6000000238418579, 0.9000000357627869}, 1e-7);
   // np.arange(10, 4, -2, dtype=np.int32)
-  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::I32, 10)},
-                                               {"limit", Tensor::scalar(DType::I32, 4)},
-                                               {"delta", Tensor::scalar(DType::I32, -2)}})),
+  expectTensor(runOp(OpKind::Range, {},
+                     attrs({{"start", Tensor::scalar(DType::I32, 10)},
+                            {"limit", Tensor::scalar(DType::I32, 4)},
+                            {"delta", Tensor::scalar(DType::I32, -2)}})),
                DType::I32, {3}, {10, 8, 6});
-  EXPECT_EQ(buildError(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::I64, 1)},
-                                                 {"limit", Tensor::scalar(DType::I64, 10)},
-                                                 {"delta", Tensor::scalar(DType::I64, 0)}})),
+  EXPECT_EQ(buildError(OpKind::Range, {},
+                       attrs({{"start", Tensor::scalar(DType::I64, 1)},
+                              {"limit", Tensor::scalar(DType::I64, 10)},
+                              {"delta", Tensor::scalar(DType::I64, 0)}})),
             "node 'n' (Range): delta must not be zero");
   // Ends at infinity (a fuzzer finding: -inf elements was converted to an integer) and int64 ends
   // whose difference overflows int64.
-  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::F32, 0)},
-                                               {"limit", Tensor::scalar(DType::F32, -INFINITY)},
-                                               {"delta", Tensor::scalar(DType::F32, 1)}})),
+  expectTensor(runOp(OpKind::Range, {},
+                     attrs({{"start", Tensor::scalar(DType::F32, 0)},
+                            {"limit", Tensor::scalar(DType::F32, -INFINITY)},
+                            {"delta", Tensor::scalar(DType::F32, 1)}})),
                DType::F32, {0}, {});
-  EXPECT_EQ(buildError(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::F32, 0)},
-                                                 {"limit", Tensor::scalar(DType::F32, INFINITY)},
-                                                 {"delta", Tensor::scalar(DType::F32, 1)}})),
+  EXPECT_EQ(buildError(OpKind::Range, {},
+                       attrs({{"start", Tensor::scalar(DType::F32, 0)},
+                              {"limit", Tensor::scalar(DType::F32, INFINITY)},
+                              {"delta", Tensor::scalar(DType::F32, 1)}})),
             "node 'n' (Range): range has too many elements");
   // np.arange(-2**63, 2**63 - 1, 2**62): 4 elements.
-  expectTensor(runOp(OpKind::Range, {}, attrs({{"start", Tensor::scalar(DType::I64, -9223372036854775807.0 - 1)},
-                                               {"limit", Tensor::scalar(DType::I64, 9223372036854775807.0)},
-                                               {"delta", Tensor::scalar(DType::I64, 4611686018427387904.0)}})),
+  expectTensor(runOp(OpKind::Range, {},
+                     attrs({{"start", Tensor::scalar(DType::I64, -9223372036854775807.0 - 1)},
+                            {"limit", Tensor::scalar(DType::I64, 9223372036854775807.0)},
+                            {"delta", Tensor::scalar(DType::I64, 4611686018427387904.0)}})),
                DType::I64, {4}, {-9223372036854775808.0, -4611686018427387904.0, 0, 4611686018427387904.0});
 }
 
@@ -456,9 +463,9 @@ TEST(MovementOps, ShapeOnlyOps) {
   // np.eye(3, 4, k=1) as i32 (ONNX dtype 6)
   expectTensor(runOp(OpKind::EyeLike, {iota({3, 4})}, attrs({{"k", int64_t{1}}, {"dtype", int64_t{6}}})), DType::I32,
                {3, 4}, {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
-  expectTensor(runOp(OpKind::ConstantOfShape, {}, attrs({{"shape", Ints{2, 2}},
-                                                         {"value", ints({5}, {1}, DType::I32)}})),
-               DType::I32, {2, 2}, {5, 5, 5, 5});
+  expectTensor(
+      runOp(OpKind::ConstantOfShape, {}, attrs({{"shape", Ints{2, 2}}, {"value", ints({5}, {1}, DType::I32)}})),
+      DType::I32, {2, 2}, {5, 5, 5, 5});
   expectTensor(runOp(OpKind::ConstantOfShape, {}, attrs({{"shape", Ints{3}}})), DType::F32, {3}, {0, 0, 0});
 }
 

@@ -36,7 +36,8 @@ struct OneNode {
 };
 
 TEST(OpsCommon, InferBroadcastAndSameType) {
-  OneNode n({std::pair{DType::F32, Shape{2, 1}}, std::pair{DType::F32, Shape{3}}, std::pair{DType::F32, Shape{1, 1, 1}}});
+  OneNode n(
+      {std::pair{DType::F32, Shape{2, 1}}, std::pair{DType::F32, Shape{3}}, std::pair{DType::F32, Shape{1, 1, 1}}});
   InferContext ctx(*n.node, n.outs);
   Shape out;
   ASSERT_TRUE(ops::inferBroadcast(ctx, &out).isOk());

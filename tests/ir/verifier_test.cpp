@@ -1,8 +1,9 @@
 // The verifier catches broken graphs, naming the node or value at fault.
+#include "ir/verifier.h"
+
 #include <gtest/gtest.h>
 
 #include "ir/builder.h"
-#include "ir/verifier.h"
 
 namespace nnc {
 namespace {

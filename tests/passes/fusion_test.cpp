@@ -1,11 +1,12 @@
 // The fusion policy on parsed graphs: which nodes end up in which kernel group, and why not.
+#include "passes/fusion.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <sstream>
 
 #include "ir/parser.h"
-#include "passes/fusion.h"
 #include "tests/passes/fusion_graphs.h"
 
 namespace nnc::passes {

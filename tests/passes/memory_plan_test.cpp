@@ -1,10 +1,10 @@
 // Arena planning: reuse across disjoint lifetimes, no byte overlap between live buffers, alignment
 // and minimal sizes on cases small enough to work out by hand.
+#include "passes/memory_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "passes/memory_plan.h"
 
 namespace nnc::passes {
 namespace {
@@ -23,8 +23,8 @@ void expectValid(const std::vector<BufferLifetime>& bufs, const ArenaLayout& lay
       if (!overlapInTime(bufs[i], bufs[j]) || bufs[i].bytes == 0 || bufs[j].bytes == 0) continue;
       const bool disjoint = layout.offsets[i] + bufs[i].bytes <= layout.offsets[j] ||
                             layout.offsets[j] + bufs[j].bytes <= layout.offsets[i];
-      EXPECT_TRUE(disjoint) << "buffers " << i << " [" << layout.offsets[i] << ", +" << bufs[i].bytes << ") and "
-                            << j << " [" << layout.offsets[j] << ", +" << bufs[j].bytes << ") are both live";
+      EXPECT_TRUE(disjoint) << "buffers " << i << " [" << layout.offsets[i] << ", +" << bufs[i].bytes << ") and " << j
+                            << " [" << layout.offsets[j] << ", +" << bufs[j].bytes << ") are both live";
     }
   }
 }

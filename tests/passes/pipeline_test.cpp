@@ -1,4 +1,6 @@
 // The pass pipeline: the table's passes end to end on text, with the observability options.
+#include "passes/pipeline.h"
+
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -6,7 +8,6 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
-#include "passes/pipeline.h"
 
 namespace nnc::passes {
 namespace {
@@ -93,8 +94,8 @@ TEST(Pipeline, DisabledPassDoesNotRun) {
   PipelineOptions o;
   o.disabledPasses = {"dce", "cse"};
   const std::string out = pipelineText(kRedundant, o);
-  EXPECT_NE(out.find("%dead = Exp(%a)"), std::string::npos) << out;  // no DCE
-  EXPECT_NE(out.find("%z = Relu(%b)"), std::string::npos) << out;    // no CSE
+  EXPECT_NE(out.find("%dead = Exp(%a)"), std::string::npos) << out;     // no DCE
+  EXPECT_NE(out.find("%z = Relu(%b)"), std::string::npos) << out;       // no CSE
   EXPECT_NE(out.find("%t = Transpose(%x)"), std::string::npos) << out;  // simplify still ran
 }
 
@@ -114,13 +115,14 @@ TEST(Pipeline, PrintAfterAllPrintsOnlyChangedPasses) {
   o.printAfterAll = true;
   o.log = &log;
   // simplify changes nothing here; fold-constants and dce do; cse has nothing to merge.
-  pipelineText("graph(%x: f32[2]) -> (%y: f32[2]) {\n"
-               "  %c = Constant() {value=[1, 2]} : f32[2]\n"
-               "  %n = Neg(%c) : f32[2]\n"
-               "  %dead = Exp(%x) : f32[2]\n"
-               "  %y = Add(%x, %n) : f32[2]\n"
-               "}\n",
-               o);
+  pipelineText(
+      "graph(%x: f32[2]) -> (%y: f32[2]) {\n"
+      "  %c = Constant() {value=[1, 2]} : f32[2]\n"
+      "  %n = Neg(%c) : f32[2]\n"
+      "  %dead = Exp(%x) : f32[2]\n"
+      "  %y = Add(%x, %n) : f32[2]\n"
+      "}\n",
+      o);
   EXPECT_EQ(log.str(),
             "// after fold-constants\n"
             "graph(%x: f32[2]) -> (%y: f32[2]) {\n"
@@ -150,7 +152,7 @@ TEST(Pipeline, TimePassesWritesOneLinePerPassRun) {
     ASSERT_TRUE(std::regex_match(l, m, line)) << "unexpected line: '" << l << "'";
     names.push_back(m[1].str() + (m[2].matched ? "*" : ""));
   }
-    // Without CSE the two outputs stay distinct, so materialize-outputs has nothing to do.
+  // Without CSE the two outputs stay distinct, so materialize-outputs has nothing to do.
   EXPECT_EQ(names, (std::vector<std::string>{"simplify*", "fold-constants*", "dce*", "materialize-outputs"}));
 }
 

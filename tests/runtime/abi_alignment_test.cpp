@@ -35,16 +35,14 @@ nnc_model* copyModel(nnc_dtype dtype, int64_t n, std::string* error) {
   // The byte count travels in a static: plans here are built one at a time.
   static uint64_t copyBytes = 0;
   copyBytes = bytes;
-  t.kernels.emplace_back("copy", [](void* const* buffers, int64_t, int64_t) {
-    std::memcpy(buffers[1], buffers[0], copyBytes);
-  });
+  t.kernels.emplace_back(
+      "copy", [](void* const* buffers, int64_t, int64_t) { std::memcpy(buffers[1], buffers[0], copyBytes); });
   return createModelHandle(p, nullptr, nullptr, t, nullptr, error);
 }
 
 TEST(AbiAlignment, EveryElementTypeNeedsItsOwnAlignment) {
-  const std::vector<nnc_dtype> types = {NNC_DTYPE_U8,  NNC_DTYPE_BOOL, NNC_DTYPE_I16, NNC_DTYPE_F16,
-                                        NNC_DTYPE_BF16, NNC_DTYPE_F32, NNC_DTYPE_I32, NNC_DTYPE_I64,
-                                        NNC_DTYPE_F64, NNC_DTYPE_U64};
+  const std::vector<nnc_dtype> types = {NNC_DTYPE_U8,  NNC_DTYPE_BOOL, NNC_DTYPE_I16, NNC_DTYPE_F16, NNC_DTYPE_BF16,
+                                        NNC_DTYPE_F32, NNC_DTYPE_I32,  NNC_DTYPE_I64, NNC_DTYPE_F64, NNC_DTYPE_U64};
   for (nnc_dtype dtype : types) {
     const size_t elem = elementSize(dtype);
     const std::string name = elementTypeName(dtype);

@@ -1,8 +1,8 @@
 // nnc_model_create of a model.so (runtime/aot_entry.cpp), with the symbols the compiler would embed
 // defined here by hand: a plan written byte by byte, a weights blob, and a one-kernel table.
-#include <gtest/gtest.h>
-
 #include "runtime/aot_entry.cpp"  // NOLINT: the entry point reads the symbols defined below
+
+#include <gtest/gtest.h>
 
 namespace {
 
@@ -17,25 +17,25 @@ void addKernel(void* const* buffers, int64_t begin, int64_t end) {
 
 // b = a + w for a, w, b of shape [4] f32; the weights are {1, 2, 3, 4}.
 extern "C" const uint8_t nnc_embedded_plan[] = {
-    'N', 'N', 'C', 'P', 1, 0, 0, 0,   // magic, version
-    0, 0, 0, 0, 0, 0, 0, 0,           // arena size 0
-    16, 0, 0, 0, 0, 0, 0, 0,          // weights size 16
-    1, 0, 0, 0,                       // 1 input
-    1, 0, 0, 0, 'a', 1, 0, 0, 0,      //   "a", f32
-    1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // rank 1, [4], 16 bytes
-    1, 0, 0, 0,                       // 1 output
-    1, 0, 0, 0, 'b', 1, 0, 0, 0,      //   "b", f32
-    1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // rank 1, [4], 16 bytes
-    3, 0, 0, 0,                       // 3 buffers
-    2, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // input 0
-    1, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // weights [0, 16)
-    3, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // output 0
-    1, 0, 0, 0,                       // 1 step
-    0, 5, 0, 0, 0, 'k', '_', 'a', 'd', 'd',  // kernel "k_add"
-    3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0,  // args {0, 1, 2}
-    4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,  // outer size 4, work per point 1
-    0, 0, 0, 0,                       // no params
-    3, 0, 0, 0, 'a', 'd', 'd',        // origin "add"
+    'N', 'N', 'C', 'P', 1,   0,   0,   0,                                             // magic, version
+    0,   0,   0,   0,   0,   0,   0,   0,                                             // arena size 0
+    16,  0,   0,   0,   0,   0,   0,   0,                                             // weights size 16
+    1,   0,   0,   0,                                                                 // 1 input
+    1,   0,   0,   0,   'a', 1,   0,   0,   0,                                        //   "a", f32
+    1,   0,   0,   0,   4,   0,   0,   0,   0,   0,   0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // rank 1, [4], 16 bytes
+    1,   0,   0,   0,                                                                 // 1 output
+    1,   0,   0,   0,   'b', 1,   0,   0,   0,                                        //   "b", f32
+    1,   0,   0,   0,   4,   0,   0,   0,   0,   0,   0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // rank 1, [4], 16 bytes
+    3,   0,   0,   0,                                                                 // 3 buffers
+    2,   0,   0,   0,   0,   0,   0,   0,   0,   16,  0, 0, 0,  0, 0, 0, 0,           // input 0
+    1,   0,   0,   0,   0,   0,   0,   0,   0,   16,  0, 0, 0,  0, 0, 0, 0,           // weights [0, 16)
+    3,   0,   0,   0,   0,   0,   0,   0,   0,   16,  0, 0, 0,  0, 0, 0, 0,           // output 0
+    1,   0,   0,   0,                                                                 // 1 step
+    0,   5,   0,   0,   0,   'k', '_', 'a', 'd', 'd',                                 // kernel "k_add"
+    3,   0,   0,   0,   0,   0,   0,   0,   1,   0,   0, 0, 2,  0, 0, 0,              // args {0, 1, 2}
+    4,   0,   0,   0,   0,   0,   0,   0,   1,   0,   0, 0, 0,  0, 0, 0,              // outer size 4, work per point 1
+    0,   0,   0,   0,                                                                 // no params
+    3,   0,   0,   0,   'a', 'd', 'd',                                                // origin "add"
 };
 extern "C" const uint64_t nnc_embedded_plan_size = sizeof(nnc_embedded_plan);
 extern "C" {
@@ -80,8 +80,7 @@ TEST(AotEntry, BadOptionsLeaveNullHandle) {
   nnc_options opts{1, 0, 0, 0, 0};
   EXPECT_EQ(nnc_model_create(&m, &opts), NNC_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(m, nullptr);
-  EXPECT_STREQ(nnc_last_error(),
-               "nnc_model_create: nnc_options.struct_size is 1, expected sizeof(nnc_options)");
+  EXPECT_STREQ(nnc_last_error(), "nnc_model_create: nnc_options.struct_size is 1, expected sizeof(nnc_options)");
 }
 
 }  // namespace

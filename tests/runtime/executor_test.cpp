@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -39,9 +38,9 @@ class ModelTest : public ::testing::Test {
     weights_ = makeWeights();
     std::string error;
     nnc_options opts{sizeof(nnc_options), 4, 0, 0, 0};
-    model_ = createModelHandle(testing::makeAddDoublePlan(kRows, kCols),
-                               reinterpret_cast<const uint8_t*>(weights_.data()), nullptr, addDoubleSymbols(), &opts,
-                               &error);
+    model_ =
+        createModelHandle(testing::makeAddDoublePlan(kRows, kCols), reinterpret_cast<const uint8_t*>(weights_.data()),
+                          nullptr, addDoubleSymbols(), &opts, &error);
     ASSERT_NE(model_, nullptr) << error;
     x_.resize(weights_.size());
     y_.assign(weights_.size(), -1.0f);
@@ -189,13 +188,15 @@ TEST_F(ModelTest, BuffersMustBeElementAligned) {
   std::vector<char> inBytes(x_.size() * 4 + 8), outBytes(y_.size() * 4 + 8);
   in_.data = inBytes.data() + 1;
   EXPECT_EQ(run(), NNC_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(lastError(), "input 0 ('x'): data is misaligned: its address must be a multiple of 4 (the size of one "
-                         "f32 element)");
+  EXPECT_EQ(lastError(),
+            "input 0 ('x'): data is misaligned: its address must be a multiple of 4 (the size of one "
+            "f32 element)");
   in_.data = inFloats.data();
   out_.data = outBytes.data() + 3;
   EXPECT_EQ(run(), NNC_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(lastError(), "output 0 ('y'): data is misaligned: its address must be a multiple of 4 (the size of one "
-                         "f32 element)");
+  EXPECT_EQ(lastError(),
+            "output 0 ('y'): data is misaligned: its address must be a multiple of 4 (the size of one "
+            "f32 element)");
 }
 
 TEST_F(ModelTest, ConcurrentRunsOnOneHandle) {
@@ -277,7 +278,8 @@ TEST(ModelCreate, Failures) {
 
   // An older caller's shorter struct (no num_threads) is accepted.
   opts = {sizeof(size_t), 123, 0, 0, 0};
-  nnc_model* m = tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status);
+  nnc_model* m =
+      tryCreate(testing::makeAddDoublePlan(kRows, kCols), weights, addDoubleSymbols(), &opts, &error, &status);
   ASSERT_NE(m, nullptr) << error;
   EXPECT_EQ(status, NNC_OK);
   nnc_model_destroy(m);

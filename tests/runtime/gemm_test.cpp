@@ -1,8 +1,9 @@
 // GEMM library steps in a plan (runtime/gemm.h): the parameter encoding, the checks that keep a
 // hostile plan from making cuBLASLt read or write outside its buffers, and plan-level validation.
+#include "runtime/gemm.h"
+
 #include <gtest/gtest.h>
 
-#include "runtime/gemm.h"
 #include "runtime/plan.h"
 
 namespace nnc::rt {
@@ -15,9 +16,9 @@ GemmParams batchedGemm() {
   p.m = 4;
   p.n = 5;
   p.k = 6;
-  p.strideA = 0;       // shared A
-  p.strideB = 6 * 5;   // contiguous B
-  p.strideC = 4 * 5;   // contiguous C
+  p.strideA = 0;      // shared A
+  p.strideB = 6 * 5;  // contiguous B
+  p.strideC = 4 * 5;  // contiguous C
   p.epilogue = GemmEpilogue::Bias;
   return p;
 }
@@ -124,7 +125,9 @@ Plan gemmPlan() {
   plan.inputs.push_back({"a", 1, {4, 6}, 96});
   plan.outputs.push_back({"c", 1, {3, 4, 5}, 240});
   plan.weightsSize = 448;
-  plan.buffers = {{BufferKind::Input, 0, 96}, {BufferKind::Weight, 0, 360}, {BufferKind::Output, 0, 240},
+  plan.buffers = {{BufferKind::Input, 0, 96},
+                  {BufferKind::Weight, 0, 360},
+                  {BufferKind::Output, 0, 240},
                   {BufferKind::Weight, 384, 20}};
   Step s;
   s.kind = StepKind::Library;

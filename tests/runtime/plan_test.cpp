@@ -1,10 +1,11 @@
 // Plan serialization: the byte format, round trips, specific rejections, and a corruption loop that
 // flips and truncates bytes of a valid plan (run under ASan to catch out-of-bounds reads).
+#include "runtime/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "runtime/plan.h"
 #include "test_plans.h"
 
 namespace nnc::rt {
@@ -88,21 +89,21 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   p.steps.push_back(s);
   // Written out by hand from the format description in runtime/plan.cpp.
   std::vector<uint8_t> expected = {
-      'N', 'N', 'C', 'P', 4, 0, 0, 0,               // magic, version 4
-      0x02, 0x01, 0, 0, 0, 0, 0, 0,                 // arena size
-      16, 0, 0, 0, 0, 0, 0, 0,                      // weights size
-      0, 0, 0, 0, 0, 0, 0, 0,                       // no inputs, no outputs
-      1, 0, 0, 0,                                   // one buffer
-      1, 8, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,  // Weight, offset 8, size 8
-      1, 0, 0, 0,                                   // one step
-      0, 1, 0, 0, 0, 'k',                           // Kernel, name "k"
-      1, 0, 0, 0, 0, 0, 0, 0,                       // args {0}
-      3, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,  // outer size 3, work per point 5
-      0, 0, 0, 0,                                   // no params
-      1, 0, 0, 0, 'o',                              // origin "o"
-      0,                                            // version 2: target cpu
-      0,                                            // version 2: step 0 thread per point
-      0, 0, 0, 0,                                   // version 3: step 0 checks nothing
+      'N',  'N',  'C', 'P', 4,   0,   0, 0,                             // magic, version 4
+      0x02, 0x01, 0,   0,   0,   0,   0, 0,                             // arena size
+      16,   0,    0,   0,   0,   0,   0, 0,                             // weights size
+      0,    0,    0,   0,   0,   0,   0, 0,                             // no inputs, no outputs
+      1,    0,    0,   0,                                               // one buffer
+      1,    8,    0,   0,   0,   0,   0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,  // Weight, offset 8, size 8
+      1,    0,    0,   0,                                               // one step
+      0,    1,    0,   0,   0,   'k',                                   // Kernel, name "k"
+      1,    0,    0,   0,   0,   0,   0, 0,                             // args {0}
+      3,    0,    0,   0,   0,   0,   0, 0, 5, 0, 0, 0, 0, 0, 0, 0,     // outer size 3, work per point 5
+      0,    0,    0,   0,                                               // no params
+      1,    0,    0,   0,   'o',                                        // origin "o"
+      0,                                                                // version 2: target cpu
+      0,                                                                // version 2: step 0 thread per point
+      0,    0,    0,   0,                                               // version 3: step 0 checks nothing
   };
   EXPECT_EQ(serializePlan(p), expected);
   Plan back;

@@ -1,5 +1,7 @@
 // ThreadPool: every index visited exactly once, chunk sizes, inline fallbacks, nesting, concurrent
 // callers, thread-count resolution, and progress while another thread hogs a core.
+#include "runtime/thread_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,8 +11,6 @@
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "runtime/thread_pool.h"
 
 namespace nnc::rt {
 namespace {

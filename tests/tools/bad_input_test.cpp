@@ -242,7 +242,8 @@ TEST_F(BadInput, OptimisationLevelOutOfRange) {
 
 TEST_F(BadInput, BadOptionValues) {
   writeModel("model.onnx", addReluMulModel());
-  expectError({"model.onnx", "--emit=asm"}, {"nnc: error: --emit expects ir, fused-ir, kernel-ir, plan or llvm, got 'asm'"});
+  expectError({"model.onnx", "--emit=asm"},
+              {"nnc: error: --emit expects ir, fused-ir, kernel-ir, plan or llvm, got 'asm'"});
   expectError({"model.onnx", "-o", "model.so", "--target=tpu"},
               {"nnc: error: model.onnx: unknown target 'tpu' (expected cpu or cuda)"});
   expectError({"model.onnx", "-o", "model.so", "--threads=two"}, {"nnc: error: --threads expects a number, got 'two'"});

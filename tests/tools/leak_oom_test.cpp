@@ -130,8 +130,8 @@ TEST_F(LeakOom, TenThousandRunsDoNotGrowMemory) {
   const int64_t growth = static_cast<int64_t>(after) - static_cast<int64_t>(before);
   figure("rss_growth_bytes_10000_runs", growth,
          "10000 runs (+100 failing runs) of a 3-kernel -O0 model.so: RSS " + std::to_string(before) + " -> " +
-             std::to_string(after) + " bytes, growth " + std::to_string(growth) + " bytes, " +
-             std::to_string(seconds) + " s");
+             std::to_string(after) + " bytes, growth " + std::to_string(growth) + " bytes, " + std::to_string(seconds) +
+             " s");
   EXPECT_LT(growth, 1 << 20) << "RSS grew from " << before << " to " << after << " bytes over " << kRuns << " runs";
   EXPECT_EQ(denseMismatch(x, y), -1) << "the last run's result is wrong";
 }
@@ -162,10 +162,9 @@ TEST_F(LeakOom, ThousandCreateRunDestroyCyclesDoNotGrowMemory) {
   const int64_t growth = static_cast<int64_t>(after) - static_cast<int64_t>(before);
   figure("rss_growth_bytes_1000_cycles", growth,
          "1000 create/run/destroy cycles (2 threads each): RSS " + std::to_string(before) + " -> " +
-             std::to_string(after) + " bytes, growth " + std::to_string(growth) + " bytes, " +
-             std::to_string(seconds) + " s");
-  EXPECT_LT(growth, 2 << 20) << "RSS grew from " << before << " to " << after << " bytes over " << kCycles
-                             << " cycles";
+             std::to_string(after) + " bytes, growth " + std::to_string(growth) + " bytes, " + std::to_string(seconds) +
+             " s");
+  EXPECT_LT(growth, 2 << 20) << "RSS grew from " << before << " to " << after << " bytes over " << kCycles << " cycles";
 }
 
 // x: f32[1] -> Expand to [2^17 x 2^17] -> ReduceSum -> y: f32[1]. At -O0 the Expand result is an
@@ -247,9 +246,7 @@ TEST_F(LeakOom, CompilerOutOfMemoryIsADiagnosticNotACrash) {
   m.node("Add", {"x", "w"}, {"y"}, "add1");
   m.output("y");
   writeFile(dir / "big.onnx", m.bytes());
-  {
-    std::ofstream(dir / "w.bin").put('\0');
-  }
+  { std::ofstream(dir / "w.bin").put('\0'); }
   std::filesystem::resize_file(dir / "w.bin", static_cast<uintmax_t>(kElements) * 4);  // sparse
   const std::set<std::string> before = listTree(dir.path());
 
@@ -257,8 +254,9 @@ TEST_F(LeakOom, CompilerOutOfMemoryIsADiagnosticNotACrash) {
   RunResult r = runNncLimited({"big.onnx", "-o", "big.so"}, dir.path(), size_t{2} << 30);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exitCode, 1) << r;
-  EXPECT_EQ(r.err, "nnc: error: out of memory (a memory allocation failed: the model needs more memory than this "
-                   "process may use)\n")
+  EXPECT_EQ(r.err,
+            "nnc: error: out of memory (a memory allocation failed: the model needs more memory than this "
+            "process may use)\n")
       << r;
   EXPECT_EQ(r.out, "") << r;
   EXPECT_EQ(listTree(dir.path()), before) << "a partial output was left behind\n" << r;

@@ -123,16 +123,18 @@ int benchCommand(const CommonOptions& o) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const double speedup = timings[1].percentile(0.5) > 0 ? timings[0].percentile(0.5) / timings[1].percentile(0.5) : 0;
   if (o.json) {
-    std::printf("{\"model\": %s, \"cores\": %ld, \"threads\": %d, \"load_before\": %s, \"load_after\": %s, "
-                "\"iterations\": %d, \"warmup\": %d, \"runs\": [",
-                jsonString(path).c_str(), cores, o.compile.numThreads, loadBefore.c_str(), loadAverage().c_str(),
-                o.iterations, o.warmup);
+    std::printf(
+        "{\"model\": %s, \"cores\": %ld, \"threads\": %d, \"load_before\": %s, \"load_after\": %s, "
+        "\"iterations\": %d, \"warmup\": %d, \"runs\": [",
+        jsonString(path).c_str(), cores, o.compile.numThreads, loadBefore.c_str(), loadAverage().c_str(), o.iterations,
+        o.warmup);
     for (size_t i = 0; i < timings.size(); ++i) {
       const Timing& t = timings[i];
-      std::printf("%s{\"label\": \"%s\", \"opt_level\": %d, \"kernels\": %d, \"bytes_moved\": %llu, \"median_ms\": %.6f, "
-                  "\"p10_ms\": %.6f, \"p90_ms\": %.6f, \"min_ms\": %.6f}",
-                  i ? ", " : "", t.label.c_str(), t.optLevel, t.kernels, static_cast<unsigned long long>(t.bytesMoved),
-                  t.percentile(0.5), t.percentile(0.1), t.percentile(0.9), t.percentile(0.0));
+      std::printf(
+          "%s{\"label\": \"%s\", \"opt_level\": %d, \"kernels\": %d, \"bytes_moved\": %llu, \"median_ms\": %.6f, "
+          "\"p10_ms\": %.6f, \"p90_ms\": %.6f, \"min_ms\": %.6f}",
+          i ? ", " : "", t.label.c_str(), t.optLevel, t.kernels, static_cast<unsigned long long>(t.bytesMoved),
+          t.percentile(0.5), t.percentile(0.1), t.percentile(0.9), t.percentile(0.0));
     }
     std::printf("], \"speedup_median\": %.4f}\n", speedup);
     return 0;

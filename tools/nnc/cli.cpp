@@ -134,8 +134,9 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(std::string v, value(flag));
       NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, flag));
       if (d < 0 || d != std::floor(d)) return Status::error(flag + " expects a non-negative integer");
-      (flag == "--iterations" ? o.iterations : flag == "--warmup" ? o.warmup : o.compile.numThreads) =
-          static_cast<int>(d);
+      (flag == "--iterations" ? o.iterations
+       : flag == "--warmup"   ? o.warmup
+                              : o.compile.numThreads) = static_cast<int>(d);
     } else if (is("--shard")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shard"));
       size_t slash = v.find('/');
@@ -169,8 +170,8 @@ bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-const ModelApi kLinkedApi = {nnc_model_num_inputs, nnc_model_num_outputs, nnc_model_input_info,
-                             nnc_model_output_info, nnc_model_run,        nnc_model_last_error};
+const ModelApi kLinkedApi = {nnc_model_num_inputs,  nnc_model_num_outputs, nnc_model_input_info,
+                             nnc_model_output_info, nnc_model_run,         nnc_model_last_error};
 
 class JitLoaded final : public LoadedModel {
  public:

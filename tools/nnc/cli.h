@@ -20,15 +20,15 @@ struct CommonOptions {
   onnx::ImportOptions import;
   std::vector<std::string> positional;
   std::map<std::string, std::string> inputs;  // --input NAME=FILE.pb
-  std::string output;                           // -o
-  std::string outputDir;                        // --output-dir
-  std::string emit;                             // --emit=ir|fused-ir|kernel-ir|llvm|cuda|ptx
-  std::string dumpGraph;                        // --dump-graph=FILE.dot
-  std::string expectPass;                       // nnc test --expect-pass=FILE
-  std::string writePassing;                     // nnc test --write-passing=FILE
-  double rtol = 1e-3, atol = 1e-7;              // nnc test (ONNX backend test defaults)
-  int shardIndex = 0, shardCount = 1;           // nnc test --shard=K/N
-  int iterations = 50, warmup = 5;              // nnc bench
+  std::string output;                         // -o
+  std::string outputDir;                      // --output-dir
+  std::string emit;                           // --emit=ir|fused-ir|kernel-ir|llvm|cuda|ptx
+  std::string dumpGraph;                      // --dump-graph=FILE.dot
+  std::string expectPass;                     // nnc test --expect-pass=FILE
+  std::string writePassing;                   // nnc test --write-passing=FILE
+  double rtol = 1e-3, atol = 1e-7;            // nnc test (ONNX backend test defaults)
+  int shardIndex = 0, shardCount = 1;         // nnc test --shard=K/N
+  int iterations = 50, warmup = 5;            // nnc bench
   bool json = false;
   bool verbose = false;
 };

@@ -63,11 +63,11 @@ int main(int argc, char** argv) {
   try {
     return runNnc(argc, argv);
   } catch (const std::bad_alloc&) {
-    return nnc::cli::fail("out of memory (a memory allocation failed: the model needs more memory than this "
-                          "process may use)");
+    return nnc::cli::fail(
+        "out of memory (a memory allocation failed: the model needs more memory than this "
+        "process may use)");
   } catch (const std::length_error& e) {
-    return nnc::cli::fail(std::string("out of memory (an allocation larger than the address space: ") + e.what() +
-                          ")");
+    return nnc::cli::fail(std::string("out of memory (an allocation larger than the address space: ") + e.what() + ")");
   } catch (const std::exception& e) {
     return nnc::cli::fail(std::string("internal error: ") + e.what());
   }

@@ -39,8 +39,7 @@ int runCommand(const CommonOptions& o) {
     std::string file = info.name;
     for (char& c : file)
       if (c == '/') c = '_';
-    if (!taken.insert(file).second)
-      return fail("two outputs would both be written to '" + dir + "/" + file + ".pb'");
+    if (!taken.insert(file).second) return fail("two outputs would both be written to '" + dir + "/" + file + ".pb'");
     files.push_back(file);
   }
   for (size_t i = 0; i < outputs->size(); ++i) {

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "runtime/cuda/cuda_executor.h"
@@ -94,9 +94,7 @@ struct CaseResult {
   std::string detail;
 };
 
-bool isUnsupported(const std::string& message) {
-  return message.find("unsupported") != std::string::npos;
-}
+bool isUnsupported(const std::string& message) { return message.find("unsupported") != std::string::npos; }
 
 // input_K.pb belongs to the K-th graph input that is not an initializer (modelInputNames).
 CaseResult runCase(const std::string& dir, const CommonOptions& o) {
@@ -111,8 +109,8 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
   std::vector<std::string> inputNames;
   {
     Expected<std::vector<std::string>> names = onnx::modelInputNames(model);
-    if (!names) return {isUnsupported(names.status().message()) ? Outcome::Skip : Outcome::Fail,
-                        names.status().message()};
+    if (!names)
+      return {isUnsupported(names.status().message()) ? Outcome::Skip : Outcome::Fail, names.status().message()};
     inputNames = *names;
   }
 
@@ -120,8 +118,7 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
   for (const std::string& dataDir : dataDirs) {
     Expected<DataSet> ds = readDataSet(dataDir);
     if (!ds) return {Outcome::Skip, "test data: " + ds.status().message()};
-    if (ds->inputs.size() > inputNames.size())
-      return {Outcome::Fail, "test data has more inputs than the model"};
+    if (ds->inputs.size() > inputNames.size()) return {Outcome::Fail, "test data has more inputs than the model"};
     // Offer every input's data; the importer binds as constants only those it needs at compile time
     // (shapes, axes, scales...), and the rest stay runtime inputs.
     onnx::ImportOptions opts = importOptions;
@@ -152,8 +149,7 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
     for (size_t i = 0; i < ds->outputs.size(); ++i) {
       const Tensor expected = reinterpretBF16(ds->outputs[i], (*outputs)[i].dtype());
       std::string diff = compareTensors((*outputs)[i], expected, o.rtol, o.atol);
-      if (!diff.empty())
-        return {Outcome::Fail, baseName(dataDir) + " output " + std::to_string(i) + ": " + diff};
+      if (!diff.empty()) return {Outcome::Fail, baseName(dataDir) + " output " + std::to_string(i) + ": " + diff};
     }
     ++passedSets;
   }
