@@ -17,6 +17,7 @@
 #          installed, Debian's pytorch-converted / pytorch-operator suites,
 #        - `nnc test --target=cuda --rtol=1e-4 --atol=1e-5` over the real models,
 #        - compute-sanitizer memcheck and racecheck over the real-model suite, when present,
+#        - bench/gpu_bench.py: nnc eager/fused vs PyTorch eager and torch.compile on the real models,
 #      and writes $OUT/gpu_report.md (device, driver, date, each stage's result and pass counts) plus
 #      the full logs and the passing lists (cuda_passing_O0.txt, cuda_passing_O2.txt).
 #
@@ -206,6 +207,13 @@ EOF
       done
     else
       note "- compute-sanitizer: not found; memcheck/racecheck did not run"
+    fi
+    # Speed: nnc eager/fused (with and without CUDA Graphs) beside PyTorch eager and torch.compile.
+    if env -u LD_LIBRARY_PATH python3 -c "import torch, onnx" 2>/dev/null; then
+      stage gpu_bench env -u LD_LIBRARY_PATH NNC_LD_LIBRARY_PATH="$LD_LIBRARY_PATH" python3 bench/gpu_bench.py \
+        --nnc "$NNC" --models "$models" --out "$OUT"
+    else
+      note "- gpu_bench: SKIPPED (python3 lacks torch or onnx)"
     fi
   else
     note "- models: SKIPPED (no real models in $models)"
