@@ -415,17 +415,6 @@ std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
 // with K = prod(kernel_shape), kk the row-major flat index of the tap k, p that of the output position
 // o. So Conv(X, W) = Reshape(MatMul(Reshape(W, [M, C*K]), Im2Col(X)), [N, M, out...]) for group 1.
 
-Status im2colWindow(const Node& node, Window* w) {
-  const Shape& x = node.input(0)->shape();
-  if (x.rank() < 3)
-    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
-  const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
-  if (static_cast<int>(kernel.size()) != x.rank() - 2)
-    return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
-                         std::to_string(x.rank() - 2));
-  return computeWindow(node.attrs(), spatialDims(x), kernel, w);
-}
-
 int64_t product(const std::vector<int64_t>& v) {
   int64_t p = 1;
   for (int64_t d : v) p *= d;
@@ -440,7 +429,7 @@ OpDef im2colDef() {
   d.attrs = std::move(attrs);
   d.infer = [](InferContext& ctx) -> Status {
     Window w;
-    if (Status s = im2colWindow(ctx.node(), &w); !s) return ctx.error(s.message());
+    if (Status s = ops::kernelShapeWindow(ctx.node(), &w); !s) return ctx.error(s.message());
     const Shape& x = ctx.inShape(0);
     ctx.setOutput(0, ctx.inType(0), Shape({x[0], x[1] * product(w.kernel), product(w.out)}));
     return Status::ok();
@@ -448,7 +437,7 @@ OpDef im2colDef() {
   d.lowerElement = [](LowerContext& ctx) -> std::vector<ElementGen> {
     KernelBuilder* kb = &ctx.kb;
     Window w;
-    NNC_CHECK(im2colWindow(ctx.node, &w).isOk(), "Im2Col lowered without inference");
+    NNC_CHECK(ops::kernelShapeWindow(ctx.node, &w).isOk(), "Im2Col lowered without inference");
     const int64_t taps = product(w.kernel);
     ElementGen x = ctx.inputs[0];
     return {[=](const std::vector<ExprId>& idx) {
@@ -737,17 +726,6 @@ std::vector<AnchorOutput> lowerDeformConv(LowerContext& ctx) {
 
 enum class PoolKind { Max, Average, Lp };
 
-Status poolWindow(const Node& node, Window* w) {
-  const Shape& x = node.input(0)->shape();
-  if (x.rank() < 3)
-    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
-  const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
-  if (static_cast<int>(kernel.size()) != x.rank() - 2)
-    return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
-                         std::to_string(x.rank() - 2) + " for a " + std::to_string(x.rank()) + "-D input");
-  return computeWindow(node.attrs(), spatialDims(x), kernel, w);
-}
-
 std::function<Status(InferContext&)> inferPool(PoolKind kind) {
   return [kind](InferContext& ctx) -> Status {
     const DType t = ctx.inType(0);
@@ -755,7 +733,7 @@ std::function<Status(InferContext&)> inferPool(PoolKind kind) {
       return ctx.error("input 0 has type " + typeStr(t) + ", expected a float type" +
                        (kind == PoolKind::Max ? " or i8/u8" : ""));
     Window w;
-    if (Status s = poolWindow(ctx.node(), &w); !s) return ctx.error(s.message());
+    if (Status s = ops::kernelShapeWindow(ctx.node(), &w); !s) return ctx.error(s.message());
     if (kind == PoolKind::Max) {
       const int64_t order = ctx.attrs().getInt("storage_order");
       if (order != 0 && order != 1) return ctx.error("storage_order must be 0 or 1, got " + std::to_string(order));
@@ -798,7 +776,7 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerPool(PoolKind kind)
   return [kind](LowerContext& ctx) -> std::vector<AnchorOutput> {
     KernelBuilder& kb = ctx.kb;
     Window w;
-    NNC_CHECK(poolWindow(ctx.node, &w).isOk(), "pool lowered without inference");
+    NNC_CHECK(ops::kernelShapeWindow(ctx.node, &w).isOk(), "pool lowered without inference");
     std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
     const ExprId n = out[0], c = out[1];
     std::vector<ExprId> o(out.begin() + 2, out.end());

@@ -4,8 +4,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <utility>
+
+#include "runtime/cuda/dynamic_library.h"
 
 namespace nnc::rt::cuda {
 namespace {
@@ -26,39 +27,25 @@ const char* fallbackStatusName(CublasStatus status) {
   return nullptr;
 }
 
-// Resolves `symbol` into `fn`; false (with *missing set to the first one) when the library lacks it.
-template <class F>
-bool resolve(void* lib, const char* symbol, F* fn, std::string* missing) {
-  *fn = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!*fn && missing->empty()) *missing = symbol;
-  return *fn != nullptr;
-}
-
 bool resolveRequired(void* lib, CublasLtApi* a, std::string* missing) {
-  bool ok = resolve(lib, "cublasLtCreate", &a->cublasLtCreate, missing);
-  ok &= resolve(lib, "cublasLtDestroy", &a->cublasLtDestroy, missing);
-  ok &= resolve(lib, "cublasLtMatmulDescCreate", &a->cublasLtMatmulDescCreate, missing);
-  ok &= resolve(lib, "cublasLtMatmulDescDestroy", &a->cublasLtMatmulDescDestroy, missing);
-  ok &= resolve(lib, "cublasLtMatmulDescSetAttribute", &a->cublasLtMatmulDescSetAttribute, missing);
-  ok &= resolve(lib, "cublasLtMatrixLayoutCreate", &a->cublasLtMatrixLayoutCreate, missing);
-  ok &= resolve(lib, "cublasLtMatrixLayoutDestroy", &a->cublasLtMatrixLayoutDestroy, missing);
-  ok &= resolve(lib, "cublasLtMatrixLayoutSetAttribute", &a->cublasLtMatrixLayoutSetAttribute, missing);
-  ok &= resolve(lib, "cublasLtMatmulPreferenceCreate", &a->cublasLtMatmulPreferenceCreate, missing);
-  ok &= resolve(lib, "cublasLtMatmulPreferenceDestroy", &a->cublasLtMatmulPreferenceDestroy, missing);
-  ok &= resolve(lib, "cublasLtMatmulPreferenceSetAttribute", &a->cublasLtMatmulPreferenceSetAttribute, missing);
-  ok &= resolve(lib, "cublasLtMatmulAlgoGetHeuristic", &a->cublasLtMatmulAlgoGetHeuristic, missing);
-  ok &= resolve(lib, "cublasLtMatmul", &a->cublasLtMatmul, missing);
+  bool ok = resolveSymbol(lib, "cublasLtCreate", &a->cublasLtCreate, missing);
+  ok &= resolveSymbol(lib, "cublasLtDestroy", &a->cublasLtDestroy, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulDescCreate", &a->cublasLtMatmulDescCreate, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulDescDestroy", &a->cublasLtMatmulDescDestroy, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulDescSetAttribute", &a->cublasLtMatmulDescSetAttribute, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatrixLayoutCreate", &a->cublasLtMatrixLayoutCreate, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatrixLayoutDestroy", &a->cublasLtMatrixLayoutDestroy, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatrixLayoutSetAttribute", &a->cublasLtMatrixLayoutSetAttribute, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulPreferenceCreate", &a->cublasLtMatmulPreferenceCreate, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulPreferenceDestroy", &a->cublasLtMatmulPreferenceDestroy, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulPreferenceSetAttribute", &a->cublasLtMatmulPreferenceSetAttribute, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmulAlgoGetHeuristic", &a->cublasLtMatmulAlgoGetHeuristic, missing);
+  ok &= resolveSymbol(lib, "cublasLtMatmul", &a->cublasLtMatmul, missing);
   return ok;
 }
 
-struct Opened {
-  CublasLtApi api{};
-  bool ok = false;
-  std::string why;
-};
-
-Opened openOnce() {
-  Opened o;
+OpenedLibrary<CublasLtApi> openOnce() {
+  OpenedLibrary<CublasLtApi> o;
   const char* overridePath = std::getenv("NNC_CUBLASLT_LIBRARY");
   o.ok = loadCublasLt(cublasLtCandidates(overridePath), &o.api, &o.why);
   if (!o.ok && overridePath && *overridePath)
@@ -129,9 +116,9 @@ bool loadCublasLt(const std::vector<std::string>& candidates, CublasLtApi* api, 
       continue;
     }
     std::string missingOptional;
-    resolve(lib, "cublasLtGetStatusName", &a.cublasLtGetStatusName, &missingOptional);
-    resolve(lib, "cublasLtGetStatusString", &a.cublasLtGetStatusString, &missingOptional);
-    resolve(lib, "cublasLtGetVersion", &a.cublasLtGetVersion, &missingOptional);
+    resolveSymbol(lib, "cublasLtGetStatusName", &a.cublasLtGetStatusName, &missingOptional);
+    resolveSymbol(lib, "cublasLtGetStatusString", &a.cublasLtGetStatusString, &missingOptional);
+    resolveSymbol(lib, "cublasLtGetVersion", &a.cublasLtGetVersion, &missingOptional);
     a.library = candidate;
     *api = std::move(a);
     return true;
@@ -139,16 +126,7 @@ bool loadCublasLt(const std::vector<std::string>& candidates, CublasLtApi* api, 
   return fail(why, "cuBLASLt could not be opened: " + (candidates.empty() ? std::string("no candidates") : reasons));
 }
 
-const CublasLtApi* openCublasLt(std::string* why) {
-  static std::once_flag once;
-  static Opened opened;
-  std::call_once(once, [] { opened = openOnce(); });
-  if (!opened.ok) {
-    if (why) *why = opened.why;
-    return nullptr;
-  }
-  return &opened.api;
-}
+const CublasLtApi* openCublasLt(std::string* why) { return openOncePerProcess(openOnce, why); }
 
 std::string describeCublasStatus(const CublasLtApi& api, CublasStatus status, const std::string& what) {
   const char* name = api.cublasLtGetStatusName ? api.cublasLtGetStatusName(status) : fallbackStatusName(status);

@@ -3,27 +3,13 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
+#include "runtime/cuda/dynamic_library.h"
 
 namespace nnc::rt::cuda {
 namespace {
 
-// Resolves `symbol` into `fn`; false (with *missing set to the first one) when the driver lacks it.
-template <class F>
-bool resolve(void* lib, const char* symbol, F* fn, std::string* missing) {
-  *fn = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!*fn && missing->empty()) *missing = symbol;
-  return *fn != nullptr;
-}
-
-struct Opened {
-  DriverApi api{};
-  bool ok = false;
-  std::string why;
-};
-
-Opened openOnce() {
-  Opened o;
+OpenedLibrary<DriverApi> openOnce() {
+  OpenedLibrary<DriverApi> o;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* err = dlerror();
@@ -32,40 +18,40 @@ Opened openOnce() {
   }
   DriverApi& a = o.api;
   std::string missing;
-  bool ok = resolve(lib, "cuInit", &a.cuInit, &missing);
-  ok &= resolve(lib, "cuDriverGetVersion", &a.cuDriverGetVersion, &missing);
-  ok &= resolve(lib, "cuDeviceGetCount", &a.cuDeviceGetCount, &missing);
-  ok &= resolve(lib, "cuDeviceGet", &a.cuDeviceGet, &missing);
-  ok &= resolve(lib, "cuDeviceGetName", &a.cuDeviceGetName, &missing);
-  ok &= resolve(lib, "cuDeviceGetAttribute", &a.cuDeviceGetAttribute, &missing);
-  ok &= resolve(lib, "cuDevicePrimaryCtxRetain", &a.cuDevicePrimaryCtxRetain, &missing);
-  ok &= resolve(lib, "cuDevicePrimaryCtxRelease_v2", &a.cuDevicePrimaryCtxRelease, &missing);
-  ok &= resolve(lib, "cuCtxPushCurrent_v2", &a.cuCtxPushCurrent, &missing);
-  ok &= resolve(lib, "cuCtxPopCurrent_v2", &a.cuCtxPopCurrent, &missing);
-  ok &= resolve(lib, "cuStreamCreate", &a.cuStreamCreate, &missing);
-  ok &= resolve(lib, "cuStreamDestroy_v2", &a.cuStreamDestroy, &missing);
-  ok &= resolve(lib, "cuStreamSynchronize", &a.cuStreamSynchronize, &missing);
-  ok &= resolve(lib, "cuModuleLoadData", &a.cuModuleLoadData, &missing);
-  ok &= resolve(lib, "cuModuleUnload", &a.cuModuleUnload, &missing);
-  ok &= resolve(lib, "cuModuleGetFunction", &a.cuModuleGetFunction, &missing);
-  ok &= resolve(lib, "cuMemAlloc_v2", &a.cuMemAlloc, &missing);
-  ok &= resolve(lib, "cuMemFree_v2", &a.cuMemFree, &missing);
-  ok &= resolve(lib, "cuMemGetInfo_v2", &a.cuMemGetInfo, &missing);
-  ok &= resolve(lib, "cuMemcpyHtoDAsync_v2", &a.cuMemcpyHtoDAsync, &missing);
-  ok &= resolve(lib, "cuMemcpyDtoHAsync_v2", &a.cuMemcpyDtoHAsync, &missing);
-  ok &= resolve(lib, "cuMemcpyDtoDAsync_v2", &a.cuMemcpyDtoDAsync, &missing);
-  ok &= resolve(lib, "cuPointerGetAttribute", &a.cuPointerGetAttribute, &missing);
-  ok &= resolve(lib, "cuLaunchKernel", &a.cuLaunchKernel, &missing);
-  ok &= resolve(lib, "cuGetErrorString", &a.cuGetErrorString, &missing);
-  ok &= resolve(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
+  bool ok = resolveSymbol(lib, "cuInit", &a.cuInit, &missing);
+  ok &= resolveSymbol(lib, "cuDriverGetVersion", &a.cuDriverGetVersion, &missing);
+  ok &= resolveSymbol(lib, "cuDeviceGetCount", &a.cuDeviceGetCount, &missing);
+  ok &= resolveSymbol(lib, "cuDeviceGet", &a.cuDeviceGet, &missing);
+  ok &= resolveSymbol(lib, "cuDeviceGetName", &a.cuDeviceGetName, &missing);
+  ok &= resolveSymbol(lib, "cuDeviceGetAttribute", &a.cuDeviceGetAttribute, &missing);
+  ok &= resolveSymbol(lib, "cuDevicePrimaryCtxRetain", &a.cuDevicePrimaryCtxRetain, &missing);
+  ok &= resolveSymbol(lib, "cuDevicePrimaryCtxRelease_v2", &a.cuDevicePrimaryCtxRelease, &missing);
+  ok &= resolveSymbol(lib, "cuCtxPushCurrent_v2", &a.cuCtxPushCurrent, &missing);
+  ok &= resolveSymbol(lib, "cuCtxPopCurrent_v2", &a.cuCtxPopCurrent, &missing);
+  ok &= resolveSymbol(lib, "cuStreamCreate", &a.cuStreamCreate, &missing);
+  ok &= resolveSymbol(lib, "cuStreamDestroy_v2", &a.cuStreamDestroy, &missing);
+  ok &= resolveSymbol(lib, "cuStreamSynchronize", &a.cuStreamSynchronize, &missing);
+  ok &= resolveSymbol(lib, "cuModuleLoadData", &a.cuModuleLoadData, &missing);
+  ok &= resolveSymbol(lib, "cuModuleUnload", &a.cuModuleUnload, &missing);
+  ok &= resolveSymbol(lib, "cuModuleGetFunction", &a.cuModuleGetFunction, &missing);
+  ok &= resolveSymbol(lib, "cuMemAlloc_v2", &a.cuMemAlloc, &missing);
+  ok &= resolveSymbol(lib, "cuMemFree_v2", &a.cuMemFree, &missing);
+  ok &= resolveSymbol(lib, "cuMemGetInfo_v2", &a.cuMemGetInfo, &missing);
+  ok &= resolveSymbol(lib, "cuMemcpyHtoDAsync_v2", &a.cuMemcpyHtoDAsync, &missing);
+  ok &= resolveSymbol(lib, "cuMemcpyDtoHAsync_v2", &a.cuMemcpyDtoHAsync, &missing);
+  ok &= resolveSymbol(lib, "cuMemcpyDtoDAsync_v2", &a.cuMemcpyDtoDAsync, &missing);
+  ok &= resolveSymbol(lib, "cuPointerGetAttribute", &a.cuPointerGetAttribute, &missing);
+  ok &= resolveSymbol(lib, "cuLaunchKernel", &a.cuLaunchKernel, &missing);
+  ok &= resolveSymbol(lib, "cuGetErrorString", &a.cuGetErrorString, &missing);
+  ok &= resolveSymbol(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
   // Optional: without them the executor runs without CUDA Graphs.
   std::string missingOptional;
-  if (!resolve(lib, "cuStreamBeginCapture_v2", &a.cuStreamBeginCapture, &missingOptional) ||
-      !resolve(lib, "cuStreamEndCapture", &a.cuStreamEndCapture, &missingOptional) ||
-      !resolve(lib, "cuGraphInstantiateWithFlags", &a.cuGraphInstantiateWithFlags, &missingOptional) ||
-      !resolve(lib, "cuGraphLaunch", &a.cuGraphLaunch, &missingOptional) ||
-      !resolve(lib, "cuGraphExecDestroy", &a.cuGraphExecDestroy, &missingOptional) ||
-      !resolve(lib, "cuGraphDestroy", &a.cuGraphDestroy, &missingOptional)) {
+  if (!resolveSymbol(lib, "cuStreamBeginCapture_v2", &a.cuStreamBeginCapture, &missingOptional) ||
+      !resolveSymbol(lib, "cuStreamEndCapture", &a.cuStreamEndCapture, &missingOptional) ||
+      !resolveSymbol(lib, "cuGraphInstantiateWithFlags", &a.cuGraphInstantiateWithFlags, &missingOptional) ||
+      !resolveSymbol(lib, "cuGraphLaunch", &a.cuGraphLaunch, &missingOptional) ||
+      !resolveSymbol(lib, "cuGraphExecDestroy", &a.cuGraphExecDestroy, &missingOptional) ||
+      !resolveSymbol(lib, "cuGraphDestroy", &a.cuGraphDestroy, &missingOptional)) {
     a.cuStreamBeginCapture = nullptr;  // hasGraphs() is false
   }
   if (!ok) {
@@ -91,16 +77,7 @@ Opened openOnce() {
 
 }  // namespace
 
-const DriverApi* openDriver(std::string* why) {
-  static std::once_flag once;
-  static Opened opened;
-  std::call_once(once, [] { opened = openOnce(); });
-  if (!opened.ok) {
-    if (why) *why = opened.why;
-    return nullptr;
-  }
-  return &opened.api;
-}
+const DriverApi* openDriver(std::string* why) { return openOncePerProcess(openOnce, why); }
 
 std::string describeError(const DriverApi& api, CUresult result, const std::string& what) {
   const char* name = nullptr;

@@ -106,32 +106,8 @@ inline constexpr bool kAddressLimitsWork = true;
 // beyond it fail as they would on a machine without the memory. (Without a cap where
 // kAddressLimitsWork is false; callers that need the cap to be safe check it themselves.)
 inline RunResult runNncLimited(const std::vector<std::string>& args, const std::string& cwd, size_t asLimit) {
-  ScratchDir capture;
-  const std::string outPath = capture / "stdout", errPath = capture / "stderr";
-  RunResult r;
-  const pid_t pid = fork();
-  if (pid < 0) return r;
-  if (pid == 0) {
-    const int out = open(outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || chdir(cwd.c_str()) != 0) _exit(127);
-    if (kAddressLimitsWork && !limitAddressSpace(asLimit)) _exit(126);
-    alarm(300);  // survives exec: a hung nnc fails the test instead of hanging it
-    std::vector<char*> argv;
-    std::string binary = NNC_BINARY;
-    argv.push_back(binary.data());
-    std::vector<std::string> copies = args;
-    for (std::string& a : copies) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
-  r.out = readFile(outPath);
-  r.err = readFile(errPath);
-  return r;
+  auto limit = [](size_t bytes) { return !kAddressLimitsWork || limitAddressSpace(bytes); };
+  return runNnc(args, cwd, {}, limit, asLimit);
 }
 
 }  // namespace nnc::testing

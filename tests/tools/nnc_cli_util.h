@@ -84,9 +84,11 @@ inline std::ostream& operator<<(std::ostream& os, const RunResult& r) {
 
 // Runs the nnc binary with `args` in directory `cwd` (so the paths in its messages are the short
 // relative ones a user types), with `env` added to the environment. stdout and stderr go to files
-// outside `cwd`, so they never show up in a listing of it.
+// outside `cwd`, so they never show up in a listing of it. `inChild`, when given, runs in the child
+// just before exec (to set limits); false makes the child exit with 126.
 inline RunResult runNnc(const std::vector<std::string>& args, const std::string& cwd,
-                        const std::map<std::string, std::string>& env = {}) {
+                        const std::map<std::string, std::string>& env = {}, bool (*inChild)(size_t) = nullptr,
+                        size_t inChildArg = 0) {
   ScratchDir capture;
   const std::string outPath = capture / "stdout", errPath = capture / "stderr";
   RunResult r;
@@ -97,6 +99,7 @@ inline RunResult runNnc(const std::vector<std::string>& args, const std::string&
     const int err = open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || chdir(cwd.c_str()) != 0) _exit(127);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    if (inChild && !inChild(inChildArg)) _exit(126);
     alarm(300);  // survives exec: a hung nnc fails the test instead of hanging it
     std::vector<char*> argv;
     std::string binary = NNC_BINARY;
