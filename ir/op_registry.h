@@ -117,6 +117,8 @@ struct OpDef {
   bool dependsOnlyOnShapes = false;
   // Contracts on input data checked at run time (see IndexCheck); empty for most ops.
   std::function<std::vector<IndexCheck>(const Node&)> indexChecks;
+  // An nnc-internal op (Im2Col, made by passes): no ONNX op of that name is imported as it.
+  bool internal = false;
   // The node as one library GEMM call (runtime/gemm.h, without epilogue) when its shapes and dtype
   // allow one, for targets that call a GEMM library (cuda: cuBLASLt); nullopt otherwise, and the node
   // is lowered to a kernel as on every other target. Absent for ops that are never a GEMM.

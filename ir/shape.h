@@ -24,7 +24,7 @@ class Shape {
   int64_t& operator[](int i) { return dims_[i]; }
   const std::vector<int64_t>& dims() const { return dims_; }
   std::vector<int64_t>& dims() { return dims_; }
-  // Product of dims; only meaningful for a validated shape (see checkedNumel).
+  // Product of dims (saturatingProduct); only meaningful for a validated shape (see checkedNumel).
   int64_t numel() const;
   // Product of dims, or nullopt when a dim is negative or the product exceeds kMaxElements.
   std::optional<int64_t> checkedNumel() const;
@@ -37,6 +37,12 @@ class Shape {
  private:
   std::vector<int64_t> dims_;
 };
+
+// Product of dims[begin, end): 0 when one of them is 0 (whatever the others), saturating at INT64_MAX
+// instead of overflowing. For arithmetic on dims that are not (yet) validated, such as an empty
+// tensor's other dims, which may be up to 2^40 each; a saturated result fails any later size check.
+int64_t saturatingProduct(const std::vector<int64_t>& dims, size_t begin, size_t end);
+inline int64_t saturatingProduct(const std::vector<int64_t>& dims) { return saturatingProduct(dims, 0, dims.size()); }
 
 // Numpy-style multidirectional broadcast; nullopt when the shapes are incompatible.
 std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b);

@@ -22,12 +22,6 @@ bool requireInputs(NodeContext& n, int count) {
   return true;
 }
 
-int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= dims[i];
-  return p;
-}
-
 Outs constantOp(NodeContext& n) {
   Attributes& a = n.attrs();
   if (a.has("value_string") || a.has("value_strings")) {
@@ -176,7 +170,7 @@ Outs flattenOp(NodeContext& n) {
     return {};
   }
   if (axis < 0) axis += rank;
-  return {n.reshape(x, {product(dims, 0, axis), product(dims, axis, dims.size())})};
+  return {n.reshape(x, {saturatingProduct(dims, 0, axis), saturatingProduct(dims, axis, dims.size())})};
 }
 
 // Squeeze/Unsqueeze axes: an attribute before opset 13, an (optional) constant input after.

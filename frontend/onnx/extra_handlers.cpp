@@ -22,12 +22,6 @@ bool requireInputs(NodeContext& n, int count) {
   return true;
 }
 
-int64_t product(const std::vector<int64_t>& dims, size_t begin = 0) {
-  int64_t p = 1;
-  for (size_t i = begin; i < dims.size(); ++i) p *= dims[i];
-  return p;
-}
-
 std::string listStr(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -106,7 +100,7 @@ Outs groupNormOp(NodeContext& n) {
   const DType ct = t == DType::F16 || t == DType::BF16 ? DType::F32 : t;
   Attributes a;
   a.set("epsilon", n.attrFloat("epsilon", 1e-5));
-  Value* grouped = n.reshape(n.cast(x, ct), {dims[0], groups, product(dims, 1) / groups});
+  Value* grouped = n.reshape(n.cast(x, ct), {dims[0], groups, saturatingProduct(dims, 1, dims.size()) / groups});
   Value* normed =
       n.op(OpKind::InstanceNormalization,
            {grouped, n.constant(filled(ct, Shape{groups}, 1.0)), n.constant(filled(ct, Shape{groups}, 0.0))}, a);
@@ -220,7 +214,7 @@ Outs affineGridOp(NodeContext& n) {
     }
   }
   const bool align = n.attrInt("align_corners", 0) != 0;
-  const int64_t points = product(spatial);
+  const int64_t points = saturatingProduct(spatial);
   Tensor base(DType::F64, Shape{points, nd + 1});
   for (int64_t p = 0; p < points; ++p) {
     int64_t rest = p;
@@ -283,7 +277,12 @@ Outs maxUnpoolOp(NodeContext& n) {
       return {};
     }
   }
-  const int64_t planes = dims[0] * dims[1], planeSize = product(inferred, 2), perPlane = product(dims, 2);
+  const int64_t planes = saturatingProduct(dims, 0, 2), planeSize = saturatingProduct(inferred, 2, inferred.size()),
+                perPlane = saturatingProduct(dims, 2, dims.size());
+  if (planes > kMaxElements) {
+    n.fail("input " + x->shape().str() + " has too many (n, c) planes");
+    return {};
+  }
   Value* idx = n.reshape(n.cast(n.input(1), DType::I64), {planes, perPlane});
   if (planes > 1) {
     std::vector<int64_t> offsets(planes);
@@ -347,7 +346,7 @@ Outs col2ImOp(NodeContext& n) {
   auto pads = spatialInts(n, "pads", 2 * nd, 0, 0);
   auto strides = spatialInts(n, "strides", nd, 1, 1);
   if (!dilations || !pads || !strides) return {};
-  const int64_t k = product(block);
+  const int64_t k = saturatingProduct(block);
   if (k < 1 || x->shape()[1] % k != 0) {
     n.fail("input channels " + std::to_string(x->shape()[1]) + " are not a multiple of the block size " +
            listStr(block));
@@ -364,9 +363,9 @@ Outs col2ImOp(NodeContext& n) {
     blocks.push_back(span / (*strides)[i] + 1);
     outputPadding.push_back(span % (*strides)[i]);
   }
-  if (product(blocks) != x->shape()[2]) {
-    n.fail("input has " + std::to_string(x->shape()[2]) + " blocks, expected " + std::to_string(product(blocks)) + " " +
-           listStr(blocks));
+  if (saturatingProduct(blocks) != x->shape()[2]) {
+    n.fail("input has " + std::to_string(x->shape()[2]) + " blocks, expected " +
+           std::to_string(saturatingProduct(blocks)) + " " + listStr(blocks));
     return {};
   }
   std::vector<int64_t> inDims = {x->shape()[0], channels * k};

@@ -311,7 +311,9 @@ class Importer {
                            nodeLabel(node) + " uses");
     if (node.op_type() == "If") return importIf(node);
     const OpHandler* handler = findHandler(node.op_type());
-    if (!handler && !opFromName(node.op_type()))
+    const std::optional<OpKind> kind = opFromName(node.op_type());
+    // nnc-internal ops (Im2Col) are made by passes, never imported.
+    if (!handler && (!kind || opDef(*kind).internal))
       return Status::error(nodeLabel(node) + ": unsupported operator " + node.op_type());
     std::vector<Value*> inputs;
     for (const std::string& in : node.input()) {

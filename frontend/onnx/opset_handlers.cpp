@@ -79,8 +79,8 @@ Outs legacySoftmaxOp(NodeContext& n) {
   attrs.set("axis", int64_t{-1});
   if (*ax == rank - 1) return translateAs(n, kindOf(n), {x}, attrs);
   const std::vector<int64_t>& dims = x->shape().dims();
-  int64_t rows = 1, cols = 1;
-  for (int i = 0; i < rank; ++i) (i < *ax ? rows : cols) *= dims[i];
+  const int64_t rows = saturatingProduct(dims, 0, static_cast<size_t>(*ax));
+  const int64_t cols = saturatingProduct(dims, static_cast<size_t>(*ax), dims.size());
   Value* flat = n.reshape(x, {rows, cols});
   std::vector<Value*> y = n.createOp(kindOf(n), {flat}, attrs, 1, n.name());
   if (y.empty()) return {};

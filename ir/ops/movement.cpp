@@ -154,9 +154,10 @@ Expected<Shape> reshapeTarget(const Node& n, const Shape& in) {
   int64_t inNumel = in.numel();
   if (inferAt >= 0) {
     int64_t known = 1;
+    bool overflow = false;  // huge given dims (a fuzzer finding): the -1 cannot be inferred
     for (size_t i = 0; i < dims.size(); ++i)
-      if (static_cast<int>(i) != inferAt) known *= dims[i];
-    if (known == 0 || inNumel % known != 0)
+      if (static_cast<int>(i) != inferAt) overflow |= __builtin_mul_overflow(known, dims[i], &known);
+    if (overflow || known == 0 || inNumel % known != 0)
       return fail("cannot infer the -1 in shape " + intsStr(*spec) + " for input " + in.str());
     dims[inferAt] = inNumel / known;
   }

@@ -415,15 +415,10 @@ std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
 // with K = prod(kernel_shape), kk the row-major flat index of the tap k, p that of the output position
 // o. So Conv(X, W) = Reshape(MatMul(Reshape(W, [M, C*K]), Im2Col(X)), [N, M, out...]) for group 1.
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t d : v) p *= d;
-  return p;
-}
-
 OpDef im2colDef() {
   OpDef d;
   d.kind = OpKind::Im2Col;
+  d.internal = true;
   std::vector<AttrSpec> attrs = windowAttrs();
   attrs.push_back(ops::requiredAttr("kernel_shape", AttrKind::Ints));
   d.attrs = std::move(attrs);
@@ -431,14 +426,16 @@ OpDef im2colDef() {
     Window w;
     if (Status s = ops::kernelShapeWindow(ctx.node(), &w); !s) return ctx.error(s.message());
     const Shape& x = ctx.inShape(0);
-    ctx.setOutput(0, ctx.inType(0), Shape({x[0], x[1] * product(w.kernel), product(w.out)}));
+    const Shape out({x[0], saturatingProduct({x[1], saturatingProduct(w.kernel)}), saturatingProduct(w.out)});
+    if (!out.checkedNumel()) return ctx.error("the columns " + out.str() + " would be too large");
+    ctx.setOutput(0, ctx.inType(0), out);
     return Status::ok();
   };
   d.lowerElement = [](LowerContext& ctx) -> std::vector<ElementGen> {
     KernelBuilder* kb = &ctx.kb;
     Window w;
     NNC_CHECK(ops::kernelShapeWindow(ctx.node, &w).isOk(), "Im2Col lowered without inference");
-    const int64_t taps = product(w.kernel);
+    const int64_t taps = saturatingProduct(w.kernel);
     ElementGen x = ctx.inputs[0];
     return {[=](const std::vector<ExprId>& idx) {
       const ExprId c = kb->binary(ExprOp::FloorDiv, idx[1], kb->i64(taps));
@@ -815,8 +812,7 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerPool(PoolKind kind)
     std::vector<ExprId> k = kb.unflatten(arg, Shape(w.kernel));
     Taps taps = windowTaps(kb, w, o, k);
     const bool columnMajor = ctx.attrs().getInt("storage_order") == 1;
-    int64_t spatialSize = 1;
-    for (int64_t d : w.in) spatialSize *= d;
+    const int64_t spatialSize = saturatingProduct(w.in);
     ExprId flat = kb.mul(kb.add(kb.mul(n, kb.i64(ctx.inShape(0)[1])), c), kb.i64(spatialSize));
     int64_t stride = 1;
     for (int j = 0; j < w.rank(); ++j) {
@@ -861,8 +857,7 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerGlobalPool(PoolKind
       const int64_t p = ctx.attrs().getInt("p");
       return single(out, lpRoot(kb, kb.reduce(ReduceOp::Sum, rv, lpTerm(kb, v, p)), p));
     }
-    int64_t count = 1;
-    for (int64_t d : spatial) count *= d;
+    const int64_t count = saturatingProduct(spatial);
     ExprId sum = kb.reduce(ReduceOp::Sum, rv, v);
     return single(out, kb.div(sum, kb.constant(kb.dtypeOf(sum), static_cast<double>(count))));
   };

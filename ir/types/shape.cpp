@@ -5,14 +5,17 @@
 
 namespace nnc {
 
-int64_t Shape::numel() const {
+int64_t saturatingProduct(const std::vector<int64_t>& dims, size_t begin, size_t end) {
   // A zero dim anywhere makes the product 0 even when other dims would overflow it.
-  for (int64_t d : dims_)
-    if (d == 0) return 0;
+  for (size_t i = begin; i < end; ++i)
+    if (dims[i] == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (size_t i = begin; i < end; ++i)
+    if (__builtin_mul_overflow(n, dims[i], &n)) return INT64_MAX;
   return n;
 }
+
+int64_t Shape::numel() const { return saturatingProduct(dims_); }
 
 std::optional<int64_t> Shape::checkedNumel() const {
   // Every dim must itself be in range, even in an empty tensor: index arithmetic uses the dims.

@@ -474,6 +474,13 @@ TEST(OnnxImport, UnsupportedOperatorAndDomain) {
   d.node("FusedGemm", {"x"}, {"y"}, "fg")->set_domain("com.microsoft");
   d.output("y");
   EXPECT_IMPORT_ERROR(d.import(), "unsupported operator domain 'com.microsoft' (node 'fg' (FusedGemm))");
+
+  // nnc's internal ops are made by passes, never imported from a file.
+  OnnxModel internal;
+  internal.input("x", {1, 1, 4, 4});
+  setInts(internal.node("Im2Col", {"x"}, {"y"}, "cols"), "kernel_shape", {2, 2});
+  internal.output("y");
+  EXPECT_IMPORT_ERROR(internal.import(), "model.onnx: node 'cols' (Im2Col): unsupported operator Im2Col");
 }
 
 TEST(OnnxImport, MissingAndMistypedAttributes) {

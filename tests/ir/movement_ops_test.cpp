@@ -146,6 +146,9 @@ TEST(MovementOps, ReshapeErrors) {
             "node 'n' (Reshape): shape [-1, -1] has more than one -1");
   EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {2, 3}}}, attrs({{"shape", Ints{4, -1}}})),
             "node 'n' (Reshape): cannot infer the -1 in shape [4, -1] for input [2x3]");
+  // Given dims whose product overflows int64 (a fuzzer finding).
+  EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {2, 3}}}, attrs({{"shape", Ints{4, INT64_MAX, -1}}})),
+            "node 'n' (Reshape): cannot infer the -1 in shape [4, 9223372036854775807, -1] for input [2x3]");
   EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {6}}}, attrs({{"shape", Ints{2, 0}}})),
             "node 'n' (Reshape): shape [2, 0] copies dim 1 (0) but the input [6] has rank 1");
   EXPECT_EQ(buildError(OpKind::Reshape, {{DType::F32, {6}}}), "node 'n' (Reshape): 'shape' is required (input 1)");

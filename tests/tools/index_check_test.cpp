@@ -222,6 +222,32 @@ TEST(IndexChecks, ConstantIndicesAreCheckedAtCompileTime) {
   }
 }
 
+// OneHot is the exception the ONNX spec makes: an index outside [-depth, depth-1] gives a row of off
+// values (onnx/reference: np.eye-based, out-of-range rows all off), not an error.
+TEST(IndexChecks, OneHotOutOfRangeGivesOffRows) {
+  OnnxModel m;
+  m.input("idx", {4}, ::onnx::TensorProto::INT64);
+  m.ints("depth", {4});
+  m.floats("values", {2}, {-1, 5});
+  m.node("OneHot", {"idx", "depth", "values"}, {"y"}, "onehot1");
+  m.output("y");
+  // Indices 1, 4 (past the end), -5 (before the start), -1 (the last): rows of depth 4, on = 5, off = -1.
+  const std::vector<double> want = {-1, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 5};
+  const Tensor idx = ints(DType::I64, {4}, {1, 4, -5, -1});
+  for (int level : {0, 2}) {
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().message();
+    CompileOptions o;
+    o.optLevel = level;
+    auto jit = compileJit(**g, o);
+    ASSERT_TRUE(jit.isOk()) << jit.status().message();
+    auto out = (*jit)->run({idx});
+    ASSERT_TRUE(out.isOk()) << out.status().message();
+    ASSERT_EQ((*out)[0].numel(), 16);
+    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ((*out)[0].getDouble(i), want[static_cast<size_t>(i)]) << i;
+  }
+}
+
 // The same through the command line: a diagnostic naming the node, exit status 1, no output file.
 TEST(IndexChecks, ConstantIndicesOutOfRangeFailTheCompileCommand) {
   ScratchDir dir;
