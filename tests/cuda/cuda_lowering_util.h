@@ -1,5 +1,5 @@
-// Test helpers: the kernels the CPU pipeline generates for an ONNX model (import -> passes ->
-// lowerProgram), for the real models and the ONNX backend node tests.
+// Test helpers: the kernels the cuda target generates for an ONNX model (import -> the cuda pipeline
+// -> lowerProgram with library GEMMs), for the real models and the ONNX backend node tests.
 #pragma once
 
 #include <algorithm>
@@ -31,7 +31,8 @@ inline std::vector<Tensor> readFirstDataSet(const fs::path& caseDir) {
 }
 
 // Imports <caseDir>/model.onnx (offering the test data for inputs needed at compile time, like
-// `nnc test`), runs the -O2 pipeline and lowers it; returns the generated kernels.
+// `nnc test`), runs the -O2 pipeline for the cuda target (conv-to-gemm included) and lowers it as
+// compileJit does for cuda (MatMuls as library GEMMs); returns the generated kernels.
 inline Expected<std::vector<kir::Kernel>> lowerModelKernels(const fs::path& caseDir) {
   const std::string model = (caseDir / "model.onnx").string();
   onnx::ImportOptions options;
@@ -44,8 +45,11 @@ inline Expected<std::vector<kir::Kernel>> lowerModelKernels(const fs::path& case
   for (const Value* v : graph->outputs()) outputNames.push_back(v->name());
   CompileOptions compile;
   compile.optLevel = 2;
+  compile.target = "cuda";
   NNC_RETURN_IF_ERROR(runPipeline(*graph, compile));
-  NNC_ASSIGN_OR_RETURN(LoweredProgram lowered, lowerProgram(*graph, outputNames));
+  LoweringOptions lowering;
+  lowering.libraryGemm = true;
+  NNC_ASSIGN_OR_RETURN(LoweredProgram lowered, lowerProgram(*graph, outputNames, lowering));
   return std::move(lowered.kernels);
 }
 

@@ -1,4 +1,4 @@
-// Every kernel the CPU pipeline generates for the real models and for a sample of the ONNX backend
+// Every kernel the cuda target generates for the real models and for a sample of the ONNX backend
 // node tests becomes CUDA source that NVRTC compiles for sm_90 (no GPU needed). Kernels of several
 // cases share one translation unit (renamed apart) to keep NVRTC calls few; a failing batch is
 // recompiled case by case so that the report names the case.
