@@ -60,4 +60,8 @@ class Tensor {
   std::shared_ptr<std::vector<std::byte>> buffer_;
 };
 
+// A double as int64: truncated toward zero, saturating at the range, NaN -> 0. For values from a
+// model file (attributes, constants): the plain conversion is undefined for NaN, inf and |v| >= 2^63.
+int64_t saturatingToInt64(double v);
+
 }  // namespace nnc

@@ -922,9 +922,10 @@ void defineTrilu(OpRegistry& r) {
 
 // ONNX allows any numeric type for depth (its own tests use f32), so it is a Float attribute.
 std::optional<int64_t> oneHotDepth(const Node& n) {
-  if (const AttrValue* v = n.attrs().find("depth")) return static_cast<int64_t>(std::get<double>(*v));
+  // Saturating: a depth of -inf, NaN or 1e300 (fuzzer findings) is then refused as a depth, not UB.
+  if (const AttrValue* v = n.attrs().find("depth")) return saturatingToInt64(std::get<double>(*v));
   const Value* in = n.input(1);
-  if (in && in->isConstant() && in->constant().numel() == 1) return static_cast<int64_t>(in->constant().getDouble(0));
+  if (in && in->isConstant() && in->constant().numel() == 1) return saturatingToInt64(in->constant().getDouble(0));
   return std::nullopt;
 }
 

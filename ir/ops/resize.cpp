@@ -140,7 +140,8 @@ Expected<Plan> planResize(const Node& n, const Shape& in) {
       Axis& ax = p.axes[axes[i]];
       ax.scale = s;
       double extent = p.coord == Coord::TfCropAndResize ? (*roi)[i + count] - (*roi)[i] : 1.0;
-      ax.outLen = static_cast<int64_t>(std::floor(static_cast<double>(ax.inLen) * extent * s));
+      // Saturating: a huge or infinite scale (or roi) gives a size the shape check refuses, not UB.
+      ax.outLen = saturatingToInt64(std::floor(static_cast<double>(ax.inLen) * extent * s));
     }
   } else {
     if (sizes->size() != count) return fail(countMessage("sizes", sizes->size(), count));
@@ -164,7 +165,7 @@ Expected<Plan> planResize(const Node& n, const Shape& in) {
       for (size_t i = 0; i < count; ++i) {
         Axis& ax = p.axes[axes[i]];
         ax.scale = s;
-        ax.outLen = static_cast<int64_t>(std::floor(s * static_cast<double>(ax.inLen) + 0.5));
+        ax.outLen = saturatingToInt64(std::floor(s * static_cast<double>(ax.inLen) + 0.5));
       }
     }
   }

@@ -259,4 +259,6 @@ std::string Tensor::summary() const {
   return s + "}";
 }
 
+int64_t saturatingToInt64(double v) { return saturatingCast<int64_t>(v); }
+
 }  // namespace nnc

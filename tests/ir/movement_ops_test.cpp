@@ -408,6 +408,18 @@ TEST(MovementOps, OneHot) {
                {9, 1, 1, 1, 1, 1, 1, 9, 1, 1, 1, 1, 1, 1, 9, 1});
   expectTensor(runOp(OpKind::OneHot, {indices, Tensor(), values}, attrs({{"depth", 4.0}, {"axis", int64_t{0}}})),
                DType::F32, {4, 2, 2}, {9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 9, 1, 9, 1, 1});
+  // Depths that are no integer (fuzzer findings: converting them was undefined behaviour).
+  auto depthError = [](double depth) {
+    Graph g;
+    GraphBuilder b(g);
+    b.op(OpKind::OneHot, {b.input("i", DType::I64, Shape{2}), nullptr, b.input("v", DType::F32, Shape{2})},
+         attrs({{"depth", depth}}), "n");
+    return b.status().isOk() ? "" : b.status().message();
+  };
+  EXPECT_EQ(depthError(-INFINITY), "node 'n' (OneHot): depth must be positive, got -9223372036854775808");
+  EXPECT_EQ(depthError(NAN), "node 'n' (OneHot): depth must be positive, got 0");
+  EXPECT_NE(depthError(1e300), "");
+  EXPECT_NE(depthError(INFINITY), "");
 }
 
 TEST(MovementOps, Range) {
