@@ -274,7 +274,9 @@ void defineTile(OpRegistry& r) {
     Shape out = ctx.inShape(0);
     for (int i = 0; i < out.rank(); ++i) {
       if ((*reps)[i] < 0) return ctx.error("repeats " + intsStr(*reps) + " has a negative value");
-      out[i] *= (*reps)[i];
+      // Checked: a repeat of INT64_MAX (a fuzzer finding) overflowed.
+      if (__builtin_mul_overflow(out[i], (*reps)[i], &out[i]))
+        return ctx.error("repeats " + intsStr(*reps) + " make the output too large");
     }
     if (!out.checkedNumel()) return ctx.error("output " + out.str() + " is too large");
     ctx.setOutput(0, ctx.inType(0), out);
@@ -404,8 +406,10 @@ void defineConcat(OpRegistry& r) {
       if (!same)
         return ctx.error("input " + std::to_string(i) + " has shape " + s.str() + ", incompatible with " +
                          ctx.inShape(0).str() + " along axis " + std::to_string(*axis));
-      out[*axis] += s[*axis];
+      if (__builtin_add_overflow(out[*axis], s[*axis], &out[*axis]))
+        return ctx.error("the inputs are too long together along axis " + std::to_string(*axis));
     }
+    if (!out.checkedNumel()) return ctx.error("output " + out.str() + " is too large");
     ctx.setOutput(0, ctx.inType(0), out);
     return Status::ok();
   };

@@ -279,6 +279,9 @@ TEST(MovementOps, TileAndExpand) {
                {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
   EXPECT_EQ(buildError(OpKind::Tile, {{DType::F32, {2, 3}}}, attrs({{"repeats", Ints{2}}})),
             "node 'n' (Tile): repeats has 1 values, expected 2");
+  // Repeats whose product with the dim overflows (a fuzzer finding), and an empty tensor's.
+  EXPECT_EQ(buildError(OpKind::Tile, {{DType::F32, {4, 0}}}, attrs({{"repeats", Ints{INT64_MAX, 1}}})),
+            "node 'n' (Tile): repeats [9223372036854775807, 1] make the output too large");
 }
 
 TEST(MovementOps, GatherNegativeIndices) {
