@@ -339,14 +339,17 @@ Expected<SlicePlan> planSlice(const Node& n, const Shape& in) {
     if (start < 0) start += dim;
     if (end < 0) end += dim;
     int64_t len = 0;
+    // Lengths as (distance - 1) / |step| + 1, in uint64 for |step|: steps of INT64_MAX or INT64_MIN
+    // must not overflow.
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      if (end > start) len = (end - start + step - 1) / step;
+      if (end > start) len = (end - start - 1) / step + 1;
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      if (start > end) len = (start - end + (-step) - 1) / (-step);
+      const uint64_t stride = 0 - static_cast<uint64_t>(step);
+      if (start > end) len = static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / stride + 1);
     }
     if (dim == 0) len = 0, start = 0;
     p.start[axis] = start;
@@ -561,7 +564,9 @@ Expected<PadPlan> planPad(const Node& n, const Shape& in) {
   for (size_t i = 0; i < naxes; ++i) {
     int ax = axes[i];
     int64_t b = (*pads)[i], e = (*pads)[i + naxes];
-    int64_t len = in[ax] + b + e;
+    int64_t len = 0;
+    if (__builtin_add_overflow(in[ax], b, &len) || __builtin_add_overflow(len, e, &len) || len > kMaxElements)
+      return fail("pads " + intsStr(*pads) + " make axis " + std::to_string(ax) + " too long");
     if (len < 0) return fail("pads " + intsStr(*pads) + " crop axis " + std::to_string(ax) + " below zero");
     if (p.mode != PadMode::Constant && in[ax] == 0 && len > 0)
       return fail("cannot " + mode + "-pad axis " + std::to_string(ax) + ", which is empty");

@@ -14,10 +14,12 @@ Status readSpatialInts(const Attributes& attrs, const std::string& name, size_t 
   *out = attrs.getInts(name, std::vector<int64_t>(count, fallback));
   if (out->size() != count)
     return Status::error(name + " has " + std::to_string(out->size()) + " values, expected " + std::to_string(count));
-  for (int64_t v : *out)
+  for (int64_t v : *out) {
     if (v < minValue)
       return Status::error(name + " must be " + (minValue == 0 ? "non-negative" : "positive") + ", got " +
                            listStr(*out));
+    if (v > kMaxWindowValue) return Status::error(name + " " + listStr(*out) + " has a value above 2^31 - 1");
+  }
   return Status::ok();
 }
 
@@ -58,13 +60,17 @@ Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vect
   const bool ceilMode = attrs.has("ceil_mode") && attrs.getInt("ceil_mode") != 0;
   if (autoPad != "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
     return Status::error("pads " + listStr(pads) + " cannot be combined with auto_pad " + autoPad);
+  for (int64_t k : w->kernel) {
+    if (k < 1) return Status::error("kernel size must be positive, got " + listStr(w->kernel));
+    if (k > kMaxWindowValue) return Status::error("kernel size " + listStr(w->kernel) + " has a value above 2^31 - 1");
+  }
   w->padBegin.assign(n, 0);
   w->padEnd.assign(n, 0);
   w->out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const int ii = static_cast<int>(i);
     const int64_t in = w->in[i], s = w->strides[i], dk = w->extent(ii);
-    if (w->kernel[i] < 1) return Status::error("kernel size must be positive, got " + listStr(w->kernel));
+
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       w->out[i] = ceilDiv(in, s);
       const int64_t total = std::max<int64_t>(0, (w->out[i] - 1) * s + dk - in);

@@ -2,12 +2,17 @@
 // the kernel-IR index arithmetic of window taps. Shared by ir/ops/nn.cpp and ir/ops/im2col.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "ir/ops/common.h"
 
 namespace nnc::ops {
+
+// The largest kernel size, stride, dilation or pad accepted: window arithmetic ((k - 1) * d, in + pads,
+// (out - 1) * s) then stays far inside int64 for any dim up to kMaxElements.
+inline constexpr int64_t kMaxWindowValue = INT32_MAX;
 
 struct Window {
   std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;

@@ -187,6 +187,11 @@ TEST(MovementOps, SliceNegativeStepsAndSaturatedEnds) {
   EXPECT_EQ(e.shape(), Shape({0, 5}));
   expectTensor(runOp(OpKind::Slice, {x}, attrs({{"starts", Ints{1, -2}}, {"ends", Ints{3, 100}}})), DType::F32, {2, 2},
                {8, 9, 13, 14});
+  // Steps of INT64_MAX and INT64_MIN take one element (their length arithmetic used to overflow):
+  // x[0:4:2**63-1, 4::-(2**63)].
+  expectTensor(runOp(OpKind::Slice, {x},
+                     attrs({{"starts", Ints{0, 4}}, {"ends", Ints{4, kI64Min}}, {"steps", Ints{kI64Max, kI64Min}}})),
+               DType::F32, {1, 1}, {4});
 }
 
 TEST(MovementOps, SliceErrors) {
@@ -268,6 +273,8 @@ TEST(MovementOps, PadErrors) {
   EXPECT_EQ(
       buildError(OpKind::Pad, {{DType::F32, {2}}}, attrs({{"pads", Ints{1, 1}}, {"mode", std::string("mirror")}})),
       "node 'n' (Pad): mode 'mirror' is not one of constant, reflect, edge, wrap");
+  EXPECT_EQ(buildError(OpKind::Pad, {{DType::F32, {3}}}, attrs({{"pads", Ints{kI64Max, 1}}})),
+            "node 'n' (Pad): pads [9223372036854775807, 1] make axis 0 too long");
 }
 
 TEST(MovementOps, TileAndExpand) {

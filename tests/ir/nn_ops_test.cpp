@@ -289,6 +289,15 @@ TEST(NnOps, TopKSmallestAlongAxis0) {
 
 TEST(NnOps, ErrorMessages) {
   const Shape x4{1, 2, 5, 5};
+  // Window values far beyond any real model, whose arithmetic would overflow int64.
+  EXPECT_EQ(buildError(OpKind::MaxPool, {{DType::F32, {1, 1, 4}}}, attrs({{"kernel_shape", Ints{int64_t(1) << 40}}})),
+            "node 'n' (MaxPool): kernel size [1099511627776] has a value above 2^31 - 1");
+  EXPECT_EQ(buildError(OpKind::AveragePool, {{DType::F32, {1, 1, 4}}},
+                       attrs({{"kernel_shape", Ints{2}}, {"strides", Ints{INT64_MAX}}})),
+            "node 'n' (AveragePool): strides [9223372036854775807] has a value above 2^31 - 1");
+  EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 2, 3, 3}}},
+                       attrs({{"pads", Ints{INT64_MAX, 0, 0, 0}}})),
+            "node 'n' (Conv): pads [9223372036854775807, 0, 0, 0] has a value above 2^31 - 1");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 2, 3, 3}}}, attrs({{"pads", Ints{1, 1, 1}}})),
             "node 'n' (Conv): pads has 3 values, expected 4");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 4, 3, 3}}}),
