@@ -504,12 +504,19 @@ Status convTransposeGeometry(const Node& node, ConvTransposeGeometry* g) {
       return Status::error("output_shape has " + std::to_string(attrs.getInts("output_shape").size()) +
                            " values, expected " + std::to_string(n));
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (size_t i = 0; i < n; ++i) outputShape.push_back(g->in[i] * g->strides[i]);
+    for (size_t i = 0; i < n; ++i) outputShape.push_back(saturatingProduct({g->in[i], g->strides[i]}));
   }
+  for (int64_t d : outputShape)
+    if (d > kMaxElements) return Status::error("output_shape " + listStr(outputShape) + " is too large");
   g->padBegin.assign(n, 0);
   g->out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t full = g->strides[i] * (g->in[i] - 1) + outputPadding[i] + (g->kernel[i] - 1) * g->dilations[i] + 1;
+    // In 128 bits: an empty input may have huge spatial and kernel dims, whose products overflow.
+    const __int128 wide = static_cast<__int128>(g->strides[i]) * (g->in[i] - 1) + outputPadding[i] +
+                          static_cast<__int128>(g->kernel[i] - 1) * g->dilations[i] + 1;
+    if (wide > kMaxElements || wide < -kMaxElements)
+      return Status::error("the output on spatial axis " + std::to_string(i) + " would be too large");
+    const int64_t full = static_cast<int64_t>(wide);
     if (!outputShape.empty()) {
       // Pads derived from the requested size; ONNX: SAME_UPPER puts the smaller half first.
       const int64_t total = full - outputShape[i];

@@ -298,6 +298,10 @@ TEST(NnOps, ErrorMessages) {
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 2, 3, 3}}},
                        attrs({{"pads", Ints{INT64_MAX, 0, 0, 0}}})),
             "node 'n' (Conv): pads [9223372036854775807, 0, 0, 0] has a value above 2^31 - 1");
+  // An empty batch with huge spatial and kernel dims: the transposed conv's size overflows int64.
+  EXPECT_EQ(buildError(OpKind::ConvTranspose, {{DType::F32, {0, 1, int64_t(1) << 40}}, {DType::F32, {1, 1, 1 << 20}}},
+                       attrs({{"strides", Ints{INT32_MAX}}})),
+            "node 'n' (ConvTranspose): the output on spatial axis 0 would be too large");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 2, 3, 3}}}, attrs({{"pads", Ints{1, 1, 1}}})),
             "node 'n' (Conv): pads has 3 values, expected 4");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 4, 3, 3}}}),
