@@ -458,13 +458,14 @@ Expected<std::vector<int64_t>> splitSizes(const Node& n, const Shape& in, int ax
   if (auto split = staticInts(n, "split", 1)) {
     if (static_cast<int>(split->size()) != outputs) return fail(countMessage("split", split->size(), outputs));
     int64_t sum = 0;
+    bool overflow = false;  // sizes of INT64_MAX (a fuzzer finding): never the dim's size anyway
     for (int64_t s : *split) {
       if (s < 0) return fail("split " + intsStr(*split) + " has a negative size");
-      sum += s;
+      overflow |= __builtin_add_overflow(sum, s, &sum);
     }
-    if (sum != dim)
-      return fail("split " + intsStr(*split) + " sums to " + std::to_string(sum) + ", expected " + std::to_string(dim) +
-                  " (the size of axis " + std::to_string(axis) + ")");
+    if (overflow || sum != dim)
+      return fail("split " + intsStr(*split) + " sums to " + (overflow ? "more than 2^63" : std::to_string(sum)) +
+                  ", expected " + std::to_string(dim) + " (the size of axis " + std::to_string(axis) + ")");
     return *split;
   }
   if (const AttrValue* v = n.attrs().find("num_outputs")) {

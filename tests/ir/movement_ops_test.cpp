@@ -237,6 +237,8 @@ TEST(MovementOps, SplitExplicitAndEqual) {
   expectTensor(parts[2], DType::F32, {1}, {6});
   EXPECT_EQ(buildError(OpKind::Split, {{DType::F32, {6}}}, attrs({{"split", Ints{1, 2}}}), 2),
             "node 'n' (Split): split [1, 2] sums to 3, expected 6 (the size of axis 0)");
+  EXPECT_EQ(buildError(OpKind::Split, {{DType::F32, {6}}}, attrs({{"split", Ints{kI64Max, 1}}}), 2),
+            "node 'n' (Split): split [9223372036854775807, 1] sums to more than 2^63, expected 6 (the size of axis 0)");
 }
 
 TEST(MovementOps, PadModes) {
