@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ir/status.h"
+#include "ir/tensor.h"
 
 namespace nnc::kir {
 
@@ -123,10 +124,13 @@ ExprId KernelBuilder::constant(DType t, double v) {
     n.fval = v;
   } else if (t == DType::Bool) {
     n.ival = v != 0 ? 1 : 0;
-  } else if (t == DType::U64) {
-    n.ival = static_cast<int64_t>(static_cast<uint64_t>(v));
   } else {
-    n.ival = wrapInt(t, static_cast<int64_t>(v));
+    // The one float-to-integer rule (Tensor::setDouble: truncate, saturate at the type's range,
+    // NaN -> 0): a plain cast is undefined for NaN or out-of-range values (a fuzzer finding: a Pad of
+    // integers with a NaN constant_value).
+    Tensor scalar(t, Shape{});
+    scalar.setDouble(0, v);
+    n.ival = scalar.getInt(0);
   }
   return intern(n);
 }

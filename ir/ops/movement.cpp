@@ -576,6 +576,9 @@ Expected<PadPlan> planPad(const Node& n, const Shape& in) {
   }
   if (auto v = staticTensor(n, "constant_value", 2)) {
     if (v->numel() > 1) return fail("constant_value must be a scalar, got " + v->shape().str());
+    if (v->numel() == 1 && v->dtype() != n.input(0)->dtype())
+      return fail("constant_value has type " + std::string(dtypeName(v->dtype())) + ", expected " +
+                  std::string(dtypeName(n.input(0)->dtype())) + " like the data");
     if (v->numel() == 1) p.value = *v;
   }
   return p;

@@ -277,6 +277,10 @@ TEST(MovementOps, PadErrors) {
       "node 'n' (Pad): mode 'mirror' is not one of constant, reflect, edge, wrap");
   EXPECT_EQ(buildError(OpKind::Pad, {{DType::F32, {3}}}, attrs({{"pads", Ints{kI64Max, 1}}})),
             "node 'n' (Pad): pads [9223372036854775807, 1] make axis 0 too long");
+  // A constant of another type than the data (a fuzzer finding: a NaN for integers).
+  EXPECT_EQ(buildError(OpKind::Pad, {{DType::I32, {3}}},
+                       attrs({{"pads", Ints{1, 1}}, {"constant_value", Tensor::scalar(DType::F32, NAN)}})),
+            "node 'n' (Pad): constant_value has type f32, expected i32 like the data");
 }
 
 TEST(MovementOps, TileAndExpand) {

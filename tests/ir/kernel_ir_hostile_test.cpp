@@ -1,7 +1,9 @@
-// kir::Loop sizes of empty tensors whose other dims are huge (a fuzz_shape_inference finding: the
-// product overflowed int64 before reaching the zero), and the same through the reference evaluator.
+// Kernel IR arithmetic on hostile values (fuzz_shape_inference findings): kir::Loop sizes of empty
+// tensors whose other dims are huge (the product overflowed int64 before reaching the zero), also
+// through the reference evaluator; integer constants made from NaN or out-of-range doubles.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "ir/builder.h"
@@ -19,6 +21,18 @@ TEST(KernelIrLoop, ZeroExtentMakesAnEmptyLoopWhateverTheOthers) {
   EXPECT_EQ((kir::Loop{{}, {}}).size(), 1);
   EXPECT_EQ((kir::Loop{{3, 5}, {}}).size(), 15);
   EXPECT_EQ((kir::Loop{{kHuge, kHuge}, {}}).size(), INT64_MAX) << "saturates rather than overflowing";
+}
+
+// Integer constants from doubles follow the one float-to-integer rule: truncate, saturate, NaN -> 0.
+TEST(KernelIrConstant, IntegerConstantsFromDoublesSaturate) {
+  kir::KernelBuilder kb("k");
+  const kir::ExprId nan = kb.constant(DType::I32, NAN), big = kb.constant(DType::U8, 300.0),
+                    neg = kb.constant(DType::I64, -1e300), cut = kb.constant(DType::I16, -7.9);
+  const kir::Kernel k = kb.finish();
+  EXPECT_EQ(k.exprs[static_cast<size_t>(nan)].ival, 0);
+  EXPECT_EQ(k.exprs[static_cast<size_t>(big)].ival, 255);
+  EXPECT_EQ(k.exprs[static_cast<size_t>(neg)].ival, INT64_MIN);
+  EXPECT_EQ(k.exprs[static_cast<size_t>(cut)].ival, -7);
 }
 
 TEST(KernelIrLoop, ReducingAnEmptyTensorWithHugeDimsIsEmpty) {
