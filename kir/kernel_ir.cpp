@@ -270,7 +270,9 @@ ExprId KernelBuilder::flatIndex(std::span<const ExprId> index, const Shape& shap
   int64_t stride = 1;
   for (int d = shape.rank() - 1; d >= 0; --d) {
     if (shape[d] != 1) flat = add(flat, mul(index[d], i64(stride)));
-    stride *= shape[d];
+    // Wrapping, as Shape::strides: past a zero dim (an empty tensor) strides are meaningless and may
+    // exceed int64; such an index is never evaluated.
+    stride = static_cast<int64_t>(static_cast<uint64_t>(stride) * static_cast<uint64_t>(shape[d]));
   }
   return flat;
 }

@@ -107,8 +107,13 @@ extern "C" int nnc_builtin_topk(const int64_t* params, void* const* buffers) {
   const bool largest = params[4 + rank] != 0;
   const int64_t numInputs = params[6 + rank];
   if (axis < 0 || axis >= rank || k < 0 || k > dims[axis] || numInputs < 1) return 1;
-  for (int64_t d = 0; d < rank; ++d)
+  int64_t elements = 1;
+  for (int64_t d = 0; d < rank; ++d) {
     if (dims[d] < 0) return 1;
+    if (dims[d] == 0) return 0;  // an empty tensor: nothing to sort (its other dims may be huge)
+  }
+  for (int64_t d = 0; d < rank; ++d)
+    if (__builtin_mul_overflow(elements, dims[d], &elements)) return 1;
   const void* x = buffers[0];
   void* values = buffers[numInputs];
   int64_t* indices = static_cast<int64_t*>(buffers[numInputs + 1]);

@@ -162,12 +162,6 @@ std::vector<bool> fromAxis(int rank, int axis) {
   return flags;
 }
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Reduce*
 
@@ -282,7 +276,7 @@ std::vector<AnchorOutput> lowerReduce(LowerContext& ctx, ReduceKind kind) {
   std::vector<ExprId> outer = kb.setOuter(extentsWhere(in, ra.reduced, false));
   std::vector<int64_t> redExtents = extentsWhere(in, ra.reduced, true);
   ExprId value = reduceValue(
-      kb, kind, t, product(redExtents), [&](const std::vector<ExprId>& idx) { return ctx.inputs[0](idx); },
+      kb, kind, t, saturatingProduct(redExtents), [&](const std::vector<ExprId>& idx) { return ctx.inputs[0](idx); },
       [&] { return kb.reductionVars(redExtents); },
       [&](const std::vector<ExprId>& vars) { return mergeIndex(ra.reduced, outer, vars); });
   bool keep = ctx.attrs().getInt("keepdims") != 0;
@@ -418,7 +412,7 @@ struct Moments {
 Moments moments(LowerContext& ctx, const std::vector<bool>& flags, const std::vector<ExprId>& outer, DType ct) {
   KernelBuilder& kb = ctx.kb;
   std::vector<int64_t> extents = extentsWhere(ctx.inShape(0), flags, true);
-  ExprId n = kb.constant(ct, static_cast<double>(product(extents)));
+  ExprId n = kb.constant(ct, static_cast<double>(saturatingProduct(extents)));
   std::vector<ExprId> rv = kb.reductionVars(extents);
   ExprId mean = kb.div(kb.reduce(ReduceOp::Sum, rv, loadAs(ctx, 0, mergeIndex(flags, outer, rv), ct)), n);
   rv = kb.reductionVars(extents);
@@ -692,7 +686,7 @@ ExprId combineScatter(KernelBuilder& kb, ScatterReduction red, DType t, ExprId d
                       const std::function<ExprId(const std::vector<ExprId>&)>& update,
                       const std::function<ExprId(ExprId)>& updateAtFlat) {
   DType ct = computeType(t), at = accumType(t);
-  int64_t count = product(scanExtents);
+  int64_t count = saturatingProduct(scanExtents);
   if (count == 0) return data;
   std::vector<ExprId> rv = kb.reductionVars(scanExtents);
   Shape scanShape(scanExtents);
