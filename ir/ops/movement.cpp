@@ -841,12 +841,15 @@ Status checkBlocks(InferContext& ctx, bool toSpace, Shape* out) {
     if (in[1] % (b * b) != 0)
       return ctx.error("channels (" + std::to_string(in[1]) + ") are not divisible by blocksize^2 (" +
                        std::to_string(b * b) + ")");
-    *out = Shape({in[0], in[1] / (b * b), in[2] * b, in[3] * b});
+    *out = Shape({in[0], in[1] / (b * b), saturatingProduct({in[2], b}), saturatingProduct({in[3], b})});
   } else {
     if (in[2] % b != 0 || in[3] % b != 0)
       return ctx.error("spatial dims of " + in.str() + " are not divisible by blocksize " + std::to_string(b));
-    *out = Shape({in[0], in[1] * b * b, in[2] / b, in[3] / b});
+    *out = Shape({in[0], saturatingProduct({in[1], b, b}), in[2] / b, in[3] / b});
   }
+  // An empty input may have huge dims that the block factor would push past the element limit.
+  for (int64_t d : out->dims())
+    if (d > kMaxElements) return ctx.error("output shape " + out->str() + " has a dim beyond the element limit");
   return Status::ok();
 }
 

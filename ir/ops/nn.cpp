@@ -351,10 +351,10 @@ Status convGeometry(const Node& node, ConvGeometry* g) {
   const int64_t c = x[1];
   g->outChannels = w[0];
   g->inPerGroup = w[1];
-  if (c != w[1] * g->group)
+  // By division: the product of huge dims (allowed when another dim is 0) would overflow.
+  if (c % g->group != 0 || c / g->group != w[1])
     return Status::error("input has " + std::to_string(c) + " channels, weight " + w.str() + " expects " +
-                         std::to_string(w[1] * g->group) + " (" + std::to_string(w[1]) + " per group x group " +
-                         std::to_string(g->group) + ")");
+                         std::to_string(w[1]) + " per group x group " + std::to_string(g->group));
   if (g->outChannels % g->group != 0)
     return Status::error("output channels " + std::to_string(g->outChannels) + " are not divisible by group " +
                          std::to_string(g->group));
@@ -479,6 +479,9 @@ Status convTransposeGeometry(const Node& node, ConvTransposeGeometry* g) {
                          std::to_string(g->group));
   g->inPerGroup = x[1] / g->group;
   g->outPerGroup = w[1];
+  if (g->outPerGroup > kMaxElements / g->group)
+    return Status::error("weight " + w.str() + " x group " + std::to_string(g->group) +
+                         " gives too many output channels");
   g->in = spatialDims(x);
   g->kernel = spatialDims(w);
   const size_t n = g->in.size();
@@ -611,9 +614,9 @@ Status deformGeometry(const Node& node, DeformGeometry* g) {
                          " must be positive");
   g->outChannels = w[0];
   g->inPerGroup = w[1];
-  if (x[1] != w[1] * g->group)
+  if (x[1] % g->group != 0 || x[1] / g->group != w[1])
     return Status::error("input has " + std::to_string(x[1]) + " channels, weight " + w.str() + " expects " +
-                         std::to_string(w[1] * g->group));
+                         std::to_string(w[1]) + " per group x group " + std::to_string(g->group));
   if (g->outChannels % g->group != 0)
     return Status::error("output channels " + std::to_string(g->outChannels) + " are not divisible by group " +
                          std::to_string(g->group));
@@ -631,23 +634,26 @@ Status deformGeometry(const Node& node, DeformGeometry* g) {
   NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "dilations", n, 1, 1, &g->dilations));
   NNC_RETURN_IF_ERROR(readSpatialInts(attrs, "pads", 2 * n, 0, 0, &pads));
   g->padBegin.assign(pads.begin(), pads.begin() + n);
-  g->taps = 1;
+  for (int64_t k : g->kernel)
+    if (k > ops::kMaxWindowValue)
+      return Status::error("kernel size " + listStr(g->kernel) + " has a value above 2^31 - 1");
+  g->taps = saturatingProduct(g->kernel);
   for (size_t i = 0; i < n; ++i) {
-    g->taps *= g->kernel[i];
     const int64_t span = g->in[i] + pads[i] + pads[n + i] - (g->kernel[i] - 1) * g->dilations[i] - 1;
     if (g->kernel[i] < 1 || span < 0)
       return Status::error("kernel " + listStr(g->kernel) + " does not fit the padded input on spatial axis " +
                            std::to_string(i));
     g->out.push_back(span / g->strides[i] + 1);
   }
-  std::vector<int64_t> spatialOut = {x[0], g->offsetGroup * g->taps * static_cast<int64_t>(n)};
+  // Saturating: offset_group is an unbounded attribute and an empty weight may have huge taps.
+  std::vector<int64_t> spatialOut = {x[0], saturatingProduct({g->offsetGroup, g->taps, static_cast<int64_t>(n)})};
   spatialOut.insert(spatialOut.end(), g->out.begin(), g->out.end());
   if (node.input(2)->shape() != Shape(spatialOut))
     return Status::error("offset has shape " + node.input(2)->shape().str() + ", expected " + Shape(spatialOut).str());
   if (node.input(3) && node.input(3)->shape() != Shape{g->outChannels})
     return Status::error("bias has shape " + node.input(3)->shape().str() + ", expected [" +
                          std::to_string(g->outChannels) + "]");
-  spatialOut[1] = g->offsetGroup * g->taps;
+  spatialOut[1] = saturatingProduct({g->offsetGroup, g->taps});
   if (node.input(4) && node.input(4)->shape() != Shape(spatialOut))
     return Status::error("mask has shape " + node.input(4)->shape().str() + ", expected " + Shape(spatialOut).str());
   return Status::ok();

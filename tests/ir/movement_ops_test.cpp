@@ -343,6 +343,10 @@ TEST(MovementOps, DepthToSpaceAndBack) {
                 6, 8, 10, 18, 20, 22, 30, 32, 34, 42, 44, 46, 7, 9, 11, 19, 21, 23, 31, 33, 35, 43, 45, 47});
   EXPECT_EQ(buildError(OpKind::DepthToSpace, {{DType::F32, {1, 6, 2, 2}}}, attrs({{"blocksize", int64_t{2}}})),
             "node 'n' (DepthToSpace): channels (6) are not divisible by blocksize^2 (4)");
+  // An empty input with a huge channel dim: blocksize^2 times it overflows int64.
+  EXPECT_EQ(buildError(OpKind::SpaceToDepth, {{DType::F32, {0, int64_t(1) << 40, 4096, 4096}}},
+                       attrs({{"blocksize", int64_t{4096}}})),
+            "node 'n' (SpaceToDepth): output shape [0x9223372036854775807x1x1] has a dim beyond the element limit");
 }
 
 TEST(MovementOps, ResizeLinearHalfPixel) {

@@ -302,10 +302,16 @@ TEST(NnOps, ErrorMessages) {
   EXPECT_EQ(buildError(OpKind::ConvTranspose, {{DType::F32, {0, 1, int64_t(1) << 40}}, {DType::F32, {1, 1, 1 << 20}}},
                        attrs({{"strides", Ints{INT32_MAX}}})),
             "node 'n' (ConvTranspose): the output on spatial axis 0 would be too large");
+  // Attribute x dim products that overflow int64 (found by fuzz_shape_inference).
+  EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 4, 3, 3}}}, attrs({{"group", INT64_MAX}})),
+            "node 'n' (Conv): input has 2 channels, weight [3x4x3x3] expects 4 per group x group 9223372036854775807");
+  EXPECT_EQ(buildError(OpKind::ConvTranspose, {{DType::F32, {1, 2, 5, 5}}, {DType::F32, {2, int64_t(1) << 40, 0, 3}}},
+                       attrs({{"group", int64_t{2}}})),
+            "node 'n' (ConvTranspose): weight [2x1099511627776x0x3] x group 2 gives too many output channels");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 2, 3, 3}}}, attrs({{"pads", Ints{1, 1, 1}}})),
             "node 'n' (Conv): pads has 3 values, expected 4");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 4, 3, 3}}}),
-            "node 'n' (Conv): input has 2 channels, weight [3x4x3x3] expects 4 (4 per group x group 1)");
+            "node 'n' (Conv): input has 2 channels, weight [3x4x3x3] expects 4 per group x group 1");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 2, 3, 3}}},
                        attrs({{"auto_pad", std::string("SAME")}})),
             "node 'n' (Conv): auto_pad 'SAME' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
