@@ -242,13 +242,7 @@ TEST(HostileModel, AttributeWithoutAValue) {
 TEST(HostileModel, NegativeAndOverflowingInputDims) {
   OnnxModel negative;
   negative.input("x", {2, 3});
-  negative.graph()
-      .mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(1)
-      ->set_dim_value(-3);
+  negative.setInputDim(0, 1, -3);
   negative.node("Relu", {"x"}, {"y"});
   negative.output("y");
   expectImportMessage(negative.import(), "model.onnx: input 'x' has negative dim -3");

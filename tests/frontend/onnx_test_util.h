@@ -40,6 +40,11 @@ class OnnxModel {
     }
     return vi;
   }
+  // Overwrites one declared dim of graph input `input`, e.g. with a value input() refuses (negative).
+  void setInputDim(int input, int dim, int64_t value) {
+    g_->mutable_input(input)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(dim)->set_dim_value(
+        value);
+  }
   void output(const std::string& name) { g_->add_output()->set_name(name); }
 
   ::onnx::NodeProto* node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,

@@ -125,13 +125,7 @@ TEST_F(HostileCli, DuplicateAndDanglingNames) {
 TEST_F(HostileCli, BadDims) {
   OnnxModel negative;
   negative.input("x", {2, 3});
-  negative.graph()
-      .mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(0)
-      ->set_dim_value(-2);
+  negative.setInputDim(0, 0, -2);
   negative.node("Relu", {"x"}, {"y"});
   negative.output("y");
   writeFile(dir / "negative.onnx", negative.bytes());
