@@ -122,6 +122,7 @@ class PlanBuilder {
     if (passes::isLibraryGemm(*first, fusion_)) return emitLibraryGemm(group);
     NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
     for (LoweredKernel& lk : kernels) {
+      if (lk.kernel.writesNothing()) continue;  // all its outputs are empty (and its loops may not be)
       rt::Step step;
       step.kind = rt::StepKind::Kernel;
       step.name = lk.kernel.name;

@@ -86,6 +86,12 @@ size_t KernelBuilder::NodeHash::operator()(const ExprNode& n) const {
   return h;
 }
 
+bool Kernel::writesNothing() const {
+  for (const Store& s : stores)
+    if (params[s.slot].numel != 0) return false;
+  return true;
+}
+
 int64_t Loop::size() const {
   // A zero extent first: an empty tensor may have other dims of up to 2^40 whose product overflows
   // (found by fuzz_shape_inference). Loops follow tensor dims, so without a zero the product is at

@@ -91,6 +91,10 @@ struct Kernel {
 
   const ExprNode& expr(ExprId id) const { return exprs[id]; }
   std::string str() const;  // readable dump for --emit=kernel-ir and golden tests
+  // True when every store writes an empty param: running the kernel has no effect. Its loops may
+  // still be astronomically long (an empty tensor's other dims can be up to 2^40 each), so such a
+  // kernel must be skipped, not run.
+  bool writesNothing() const;
 };
 
 // Builds a Kernel. Expression constructors fold constant integer arithmetic and simplify

@@ -22,6 +22,7 @@
 // itself (an older one re-serializes in the newest version).
 #include "runtime/plan.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/gemm.h"
@@ -195,12 +196,18 @@ bool fail(std::string* error, std::string message) {
   return false;
 }
 
-// Checks a shape and computes its byte size; false on a negative dim or overflow.
+// Checks a shape and computes its byte size; false on a negative dim or overflow. An empty tensor's
+// other dims may be huge (the compiler allows up to 2^40 each), so a zero dim anywhere means 0 bytes.
 bool shapeBytes(const TensorDesc& d, uint64_t* bytes) {
   uint64_t n = elementSize(d.dtype);
-  for (int64_t dim : d.shape) {
+  for (int64_t dim : d.shape)
     if (dim < 0) return false;
-    if (dim != 0 && n > kMaxBytes / static_cast<uint64_t>(dim)) return false;
+  if (std::find(d.shape.begin(), d.shape.end(), 0) != d.shape.end()) {
+    *bytes = 0;
+    return true;
+  }
+  for (int64_t dim : d.shape) {
+    if (n > kMaxBytes / static_cast<uint64_t>(dim)) return false;
     n *= static_cast<uint64_t>(dim);
   }
   *bytes = n;

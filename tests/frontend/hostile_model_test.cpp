@@ -357,6 +357,27 @@ TEST(HostileModel, ZeroDimsAreValidEmptyTensorsEndToEnd) {
   }
 }
 
+TEST(HostileModel, EmptyTensorsWithHugeDimsCompileToNoWork) {
+  // Softmax rows of f32[2^40 x 2^40 x 0]: 2^80 rows of nothing. The compiled model must skip the
+  // kernel rather than run its outer loop (found by fuzz_shape_inference as a hang).
+  const int64_t huge = int64_t{1} << 40;
+  for (int level : {0, 2}) {
+    OnnxModel m;
+    m.input("x", {huge, huge, 0});
+    m.node("Softmax", {"x"}, {"y"}, "softmax1");
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().message();
+    CompileOptions o;
+    o.optLevel = level;
+    auto model = compileJit(**g, o);
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    auto y = (*model)->run({Tensor(DType::F32, Shape{huge, huge, 0})});
+    ASSERT_TRUE(y.isOk()) << y.status().message();
+    EXPECT_EQ((*y)[0].shape(), (Shape{huge, huge, 0})) << "-O" << level;
+  }
+}
+
 // --- Files over protobuf's 2 GiB limit ----------------------------------------------------------
 
 class TempDirFixture : public ::testing::Test {
