@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/plan.h"
 
@@ -17,5 +19,18 @@ namespace nnc::rt {
 
 // The builtin named `symbol`, or null when there is none.
 BuiltinFn findBuiltin(std::string_view symbol);
+
+// Checks a builtin step before it can run (a plan may come from a corrupt model.so): the builtin
+// exists, its parameter block has the layout its encoder writes, and every argument buffer
+// (argBytes: the size of each, in order) holds what the parameters say it will read or write.
+// False with the reason in *why otherwise.
+bool validateBuiltinStep(std::string_view symbol, const std::vector<int64_t>& params,
+                         const std::vector<uint64_t>& argBytes, std::string* why);
+
+// How many of a builtin's arguments, counted from the last, it writes (0 for an unknown one).
+int builtinWrittenArgs(std::string_view symbol);
+
+// TopK's part of validateBuiltinStep (runtime/builtin_topk.cpp).
+bool validateTopKStep(const std::vector<int64_t>& params, const std::vector<uint64_t>& argBytes, std::string* why);
 
 }  // namespace nnc::rt

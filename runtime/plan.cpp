@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/builtins.h"
 #include "runtime/gemm.h"
 
 namespace nnc::rt {
@@ -336,13 +337,24 @@ bool validatePlan(const Plan& plan, std::string* error) {
         return fail(error, prefix + "a check step's result must be an arena buffer of " +
                                std::to_string(kCheckResultSize) + " i64");
     }
+    std::vector<uint64_t> argBytes;  // what each argument buffer holds, for the builtins' and GEMM's checks
+    for (int32_t a : s.args) argBytes.push_back(plan.buffers[static_cast<size_t>(a)].size);
+    if (s.kind == StepKind::Builtin) {
+      std::string why;
+      if (!validateBuiltinStep(s.name, s.params, argBytes, &why)) return fail(error, prefix + why);
+      const size_t written = static_cast<size_t>(builtinWrittenArgs(s.name));
+      for (size_t a = s.args.size() - written; a < s.args.size(); ++a) {
+        const BufferKind kind = plan.buffers[static_cast<size_t>(s.args[a])].kind;
+        if (kind == BufferKind::Input || kind == BufferKind::Weight)
+          return fail(error,
+                      prefix + "builtin writes a model input or the weights (argument " + std::to_string(a) + ")");
+      }
+    }
     if (s.kind == StepKind::Library) {
       if (plan.target != Target::Cuda) return fail(error, prefix + "library calls exist for the cuda target only");
       if (s.name != kGemmStepName) return fail(error, prefix + "unknown library routine '" + s.name + "'");
       GemmParams gemm;
       std::string why;
-      std::vector<uint64_t> argBytes;
-      for (int32_t a : s.args) argBytes.push_back(plan.buffers[static_cast<size_t>(a)].size);
       if (!decodeGemm(s.params, &gemm, &why) || !validateGemm(gemm, argBytes, &why)) return fail(error, prefix + why);
       const BufferKind written = plan.buffers[static_cast<size_t>(s.args[2])].kind;  // C
       if (written == BufferKind::Input || written == BufferKind::Weight)

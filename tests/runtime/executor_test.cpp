@@ -258,7 +258,7 @@ TEST(ModelCreate, Failures) {
   builtin.steps[1].kind = StepKind::Builtin;
   builtin.steps[1].name = "nnc_builtin_nonexistent";
   EXPECT_EQ(tryCreate(builtin, weights, addDoubleSymbols(), nullptr, &error, &status), nullptr);
-  EXPECT_EQ(error, "step 1 (double_node): builtin symbol 'nnc_builtin_nonexistent' not found");
+  EXPECT_EQ(error, "invalid plan: step 1 (double_node): unknown builtin 'nnc_builtin_nonexistent'");
 
   EXPECT_EQ(tryCreate(testing::makeAddDoublePlan(kRows, kCols), nullptr, addDoubleSymbols(), nullptr, &error, &status),
             nullptr);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <functional>
 #include <random>
 
 #include "test_plans.h"
@@ -43,6 +45,18 @@ void expectSamePlan(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.weightsSize, b.weightsSize);
 }
 
+// TopK of richPlan's "indices" (i64[2], buffer 4), k = 1: values into "scalar" (buffer 5), indices
+// into an arena buffer (6). Params: dtype, rank, dims, axis, k, largest, sorted, input count.
+Step topKStep() {
+  Step b;
+  b.kind = StepKind::Builtin;
+  b.name = "nnc_builtin_topk";
+  b.args = {4, 5, 6};
+  b.params = {7, 1, 2, 0, 1, int64_t(1) << 40, -1, 1};
+  b.origin = "TopK_3";
+  return b;
+}
+
 // A plan using every field: two inputs of different dtypes, a builtin with params, a check step.
 Plan richPlan() {
   Plan p = testing::makeAddDoublePlan(3, 5);
@@ -51,13 +65,8 @@ Plan richPlan() {
   p.outputs.push_back({"scalar", /*dtype=*/11, {}, 8});
   p.buffers.push_back({BufferKind::Input, 1, 16});
   p.buffers.push_back({BufferKind::Output, 1, 8});
-  Step b;
-  b.kind = StepKind::Builtin;
-  b.name = "nnc_builtin_topk";
-  b.args = {4, 5};
-  b.params = {-1, 0, int64_t(1) << 40, 7};
-  b.origin = "TopK_3";
-  p.steps.push_back(b);
+  p.buffers.push_back({BufferKind::Arena, 0, 8});
+  p.steps.push_back(topKStep());
   return p;
 }
 
@@ -218,6 +227,40 @@ TEST(Plan, ValidationMessages) {
   bad = p;
   bad.steps[0].gpuMapping = static_cast<GpuMapping>(7);
   EXPECT_EQ(validateError(bad), "step 0 (add_node): unknown GPU mapping 7");
+
+  // Builtin steps: the parameter block's layout and the buffers it implies (richPlan's TopK step).
+  const Plan rich = richPlan();
+  auto topKError = [&](const std::function<void(Plan&)>& corrupt) {
+    Plan q = rich;
+    corrupt(q);
+    return validateError(q);
+  };
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].name = "nnc_builtin_nonexistent"; }),
+            "step 2 (TopK_3): unknown builtin 'nnc_builtin_nonexistent'");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params.pop_back(); }),
+            "step 2 (TopK_3): topk: expected 8 parameters for rank 1, got 7");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[1] = 1000; }),
+            "step 2 (TopK_3): topk: rank 1000 is not in [1, 64]");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[0] = 8; }), "step 2 (TopK_3): topk: unknown dtype 8");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[3] = -1; }), "step 2 (TopK_3): topk: axis -1 is out of range");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[4] = 3; }), "step 2 (TopK_3): topk: k = 3 is out of range");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[7] = 0; }), "step 2 (TopK_3): topk: input count 0 is not 1 or 2");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].args.pop_back(); }),
+            "step 2 (TopK_3): topk: expected 3 arguments, got 2");
+  // Dims that claim more than the buffers hold: a TopK over i64[3] would read past the 16-byte input.
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[2] = 3; }),
+            "step 2 (TopK_3): topk: the input buffer is smaller than its shape");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params[2] = INT64_MAX; }),
+            "step 2 (TopK_3): topk: the input buffer is smaller than its shape");
+  EXPECT_EQ(topKError([](Plan& q) {
+              q.steps[2].args[1] = 6;
+              q.buffers[6].size = 4;
+            }),
+            "step 2 (TopK_3): topk: the values buffer is smaller than its shape");
+  EXPECT_EQ(topKError([](Plan& q) { q.buffers[6].size = 4; }),
+            "step 2 (TopK_3): topk: the indices buffer is smaller than its shape");
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].args[2] = 4; }),
+            "step 2 (TopK_3): builtin writes a model input or the weights (argument 2)");
 
   // The same checks apply to serialized bytes.
   bad = p;
