@@ -134,9 +134,10 @@ std::vector<Value*> GraphBuilder::opMulti(OpKind op, std::vector<Value*> inputs,
       }
     }
     // An evaluation failure keeps the node: it will be compiled, and any real problem reported then.
-    auto folded = evaluateNode(*node, args);
-    if (folded) {
-      std::vector<Tensor>& tensors = folded.value();
+    // So does a node too costly to fold.
+    auto folded = evaluateNodeWithin(*node, args, kMaxFoldWork);
+    if (folded && folded.value()) {
+      std::vector<Tensor>& tensors = *folded.value();
       NNC_CHECK(static_cast<int>(tensors.size()) == node->numOutputs(),
                 node->diagPrefix() + "folding returned the wrong number of outputs");
       std::vector<std::string> names;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "ir/lower.h"
 #include "ir/op_registry.h"
@@ -45,10 +46,20 @@ Expected<std::vector<Tensor>> evaluateOpaque(const Node& node, const std::vector
 }  // namespace
 
 Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<Tensor>& inputs) {
+  NNC_ASSIGN_OR_RETURN(std::optional<std::vector<Tensor>> outputs, evaluateNodeWithin(node, inputs, INT64_MAX));
+  NNC_CHECK(outputs.has_value(), node.diagPrefix() + "unbounded evaluation stopped by its budget");
+  return std::move(*outputs);
+}
+
+Expected<std::optional<std::vector<Tensor>>> evaluateNodeWithin(const Node& node, const std::vector<Tensor>& inputs,
+                                                                int64_t maxWork) {
   NNC_RETURN_IF_ERROR(checkInputs(node, inputs));
   std::vector<Tensor> outputs;
   for (const Value* v : node.outputs()) outputs.emplace_back(v->dtype(), v->shape());
-  if (opFusionClass(node.op()) == FusionClass::Opaque) return evaluateOpaque(node, inputs, std::move(outputs));
+  if (opFusionClass(node.op()) == FusionClass::Opaque) {  // host kernels are fast (TopK sorts)
+    NNC_ASSIGN_OR_RETURN(outputs, evaluateOpaque(node, inputs, std::move(outputs)));
+    return std::optional(std::move(outputs));
+  }
 
   KernelGroup group;
   group.nodes = {const_cast<Node*>(&node)};
@@ -56,6 +67,10 @@ Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<T
     if (v && std::find(group.inputs.begin(), group.inputs.end(), v) == group.inputs.end()) group.inputs.push_back(v);
   group.outputs = node.outputs();
   NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, "ref_" + node.name()));
+  int64_t work = 0;
+  for (const LoweredKernel& lk : kernels)
+    if (__builtin_add_overflow(work, lk.kernel.work(), &work)) work = INT64_MAX;
+  if (work > maxWork) return std::optional<std::vector<Tensor>>();
 
   std::map<const Value*, Tensor*> bound;
   std::vector<Tensor> inputCopies = inputs;  // the interpreter takes non-const pointers
@@ -73,10 +88,10 @@ Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<T
       if (result[rt::kCheckViolations] != 0) return Status::error(rt::describeCheckFailure(lk.check, result));
     }
   }
-  return outputs;
+  return std::optional(std::move(outputs));
 }
 
-Expected<std::vector<Tensor>> evaluateGraph(const Graph& graph, const std::vector<Tensor>& inputs) {
+Expected<std::vector<Tensor>> evaluateGraph(const Graph& graph, const std::vector<Tensor>& inputs, int64_t maxWork) {
   if (inputs.size() != graph.inputs().size())
     return Status::error("graph has " + std::to_string(graph.inputs().size()) + " inputs, given " +
                          std::to_string(inputs.size()));
@@ -90,8 +105,10 @@ Expected<std::vector<Tensor>> evaluateGraph(const Graph& graph, const std::vecto
   for (const Node* n : graph.nodes()) {
     std::vector<Tensor> args;
     for (const Value* v : n->inputs()) args.push_back(v ? lookup(v) : Tensor());
-    NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outs, evaluateNode(*n, args));
-    for (int i = 0; i < n->numOutputs(); ++i) values[n->output(i)] = std::move(outs[i]);
+    NNC_ASSIGN_OR_RETURN(std::optional<std::vector<Tensor>> outs, evaluateNodeWithin(*n, args, maxWork));
+    if (!outs)
+      return Status::error(n->diagPrefix() + "evaluation needs more than " + std::to_string(maxWork) + " loop points");
+    for (int i = 0; i < n->numOutputs(); ++i) values[n->output(i)] = std::move((*outs)[i]);
   }
   std::vector<Tensor> result;
   for (const Value* v : graph.outputs()) result.push_back(lookup(v));

@@ -4,6 +4,8 @@
 // semantics are checked against the ONNX backend test data).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -12,7 +14,22 @@
 namespace nnc {
 
 Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<Tensor>& inputs);
-// Runs a whole graph on host tensors (inputs in graph-input order).
-Expected<std::vector<Tensor>> evaluateGraph(const Graph& graph, const std::vector<Tensor>& inputs);
+
+// The budget of constant folding (GraphBuilder and the fold-constants pass), in loop points: about a
+// second of the interpreter at most (a conv costs about 0.35 us per point in a Release build).
+// Larger nodes stay in the graph and run as compiled code.
+inline constexpr int64_t kMaxFoldWork = int64_t{1} << 22;
+
+// evaluateNode within a budget of kernel-IR loop points (kir::Kernel::work): nullopt, without
+// running anything, when the node's kernels need more. The interpreter is slow (about a
+// microsecond per point for a conv), so constant folding must not hand it a 10^10-point
+// convolution that a model file can ask for.
+Expected<std::optional<std::vector<Tensor>>> evaluateNodeWithin(const Node& node, const std::vector<Tensor>& inputs,
+                                                                int64_t maxWork);
+
+// Runs a whole graph on host tensors (inputs in graph-input order). With maxWork, a node over that
+// budget is an error.
+Expected<std::vector<Tensor>> evaluateGraph(const Graph& graph, const std::vector<Tensor>& inputs,
+                                            int64_t maxWork = INT64_MAX);
 
 }  // namespace nnc

@@ -92,6 +92,15 @@ bool Kernel::writesNothing() const {
   return true;
 }
 
+int64_t Kernel::work() const {
+  if (writesNothing()) return 0;
+  int64_t perPoint = std::max<int64_t>(1, inner.size());
+  for (const Reduction& r : reductions)
+    if (__builtin_add_overflow(perPoint, r.loop.size(), &perPoint)) return INT64_MAX;
+  int64_t total = 0;
+  return __builtin_mul_overflow(outer.size(), perPoint, &total) ? INT64_MAX : total;
+}
+
 int64_t Loop::size() const {
   // A zero extent first: an empty tensor may have other dims of up to 2^40 whose product overflows
   // (found by fuzz_shape_inference). Loops follow tensor dims, so without a zero the product is at

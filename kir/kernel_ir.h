@@ -95,6 +95,9 @@ struct Kernel {
   // still be astronomically long (an empty tensor's other dims can be up to 2^40 each), so such a
   // kernel must be skipped, not run.
   bool writesNothing() const;
+  // Loop points the kernel visits (outer points times their inner and reduction points),
+  // saturating at INT64_MAX: what running it costs, whatever the backend.
+  int64_t work() const;
 };
 
 // Builds a Kernel. Expression constructors fold constant integer arithmetic and simplify

@@ -1,6 +1,11 @@
 // Constant folding: a node whose inputs are all constants (or whose result depends only on input
 // shapes) is evaluated by the reference evaluator and its outputs become constants. Results above
-// kMaxFoldedElements are left to run at inference time: folding them would bloat the weights.
+// kMaxFoldedElements are left to run at inference time: folding them would bloat the weights; so are
+// nodes that need more than kMaxFoldWork interpreter loop points (a big constant convolution would
+// take the interpreter hours).
+#include <optional>
+#include <vector>
+
 #include "ir/op_registry.h"
 #include "ir/reference.h"
 #include "passes/pass.h"
@@ -34,9 +39,10 @@ Expected<bool> foldConstants(Graph& graph) {
       for (int i = 0; i < n->numInputs(); ++i)
         if (n->input(i) && inputs[i].isNull()) inputs[i] = Tensor(n->input(i)->dtype(), n->input(i)->shape());
     }
-    NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, evaluateNode(*n, inputs));
+    NNC_ASSIGN_OR_RETURN(std::optional<std::vector<Tensor>> outputs, evaluateNodeWithin(*n, inputs, kMaxFoldWork));
+    if (!outputs) continue;  // too costly to fold: it runs as compiled code
     for (int i = 0; i < n->numOutputs(); ++i) {
-      Value* c = graph.addConstant(graph.uniqueName(n->output(i)->name()), std::move(outputs[i]));
+      Value* c = graph.addConstant(graph.uniqueName(n->output(i)->name()), std::move((*outputs)[i]));
       graph.replaceAllUsesWith(n->output(i), c);
     }
     graph.eraseNode(n);

@@ -66,8 +66,29 @@ TEST(KernelIrEmpty, KernelsThatWriteOnlyEmptyTensorsAreSkipped) {
     const int empty = kb.addParam("y", DType::F32, 0, true), full = kb.addParam("z", DType::F32, 1, true);
     kb.addStore(empty, kb.i64(0), kb.constant(DType::F32, 1), false);
     if (alsoFull) kb.addStore(full, kb.i64(0), kb.constant(DType::F32, 1), false);
-    EXPECT_EQ(kb.finish().writesNothing(), !alsoFull);
+    const kir::Kernel k = kb.finish();
+    EXPECT_EQ(k.writesNothing(), !alsoFull);
+    EXPECT_EQ(k.work(), alsoFull ? 1 : 0);
   }
+}
+
+TEST(KernelIrWork, OuterPointsTimesInnerAndReductionPoints) {
+  // out[i, j] = sum over r < 7 of 1: 15 points of 1 + 7 each.
+  kir::KernelBuilder kb("k");
+  const int out = kb.addParam("y", DType::F32, 15, true);
+  std::vector<kir::ExprId> ij = kb.setOuter({3, 5});
+  std::vector<kir::ExprId> r = kb.reductionVars({7});
+  kir::ExprId sum = kb.reduce(kir::ReduceOp::Sum, r, kb.constant(DType::F32, 1));
+  kb.addStore(out, kb.flatIndex(ij, Shape{3, 5}), sum, false);
+  EXPECT_EQ(kb.finish().work(), 15 * 8);
+
+  // A reduction of 2^40 x 2^40 points per output saturates.
+  kir::KernelBuilder huge("h");
+  const int one = huge.addParam("y", DType::F32, 1, true);
+  huge.setOuter({1});
+  std::vector<kir::ExprId> rr = huge.reductionVars({kHuge, kHuge});
+  huge.addStore(one, huge.i64(0), huge.reduce(kir::ReduceOp::Sum, rr, huge.constant(DType::F32, 1)), false);
+  EXPECT_EQ(huge.finish().work(), INT64_MAX);
 }
 
 }  // namespace

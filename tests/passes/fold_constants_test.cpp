@@ -1,4 +1,5 @@
 // Constant folding: text in, text out. Expected constant values are computed by hand.
+#include "ir/builder.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace nnc::passes {
@@ -55,6 +56,25 @@ TEST(FoldConstants, LeavesResultsAboveTheSizeLimit) {
                   "  %e = Expand(%c) {shape=[2048, 4096]} : f32[2048x4096]\n"
                   "  %y = Add(%x, %e) : f32[2048x4096]\n"
                   "}\n");
+}
+
+TEST(FoldConstants, LeavesNodesTooCostlyToInterpret) {
+  // MatMul of two constant f32[512x512]: 2^18 outputs x 512 products = 2^27 loop points, above
+  // kMaxFoldWork (2^22): the interpreter would take minutes, compiled code milliseconds. The
+  // 8x8 one (2^9 points) folds.
+  Graph g;
+  GraphBuilder b(g);
+  b.setFolding(false);
+  Value* big = b.constant(Tensor(DType::F32, Shape{512, 512}));
+  Value* small = b.constant(Tensor(DType::F32, Shape{8, 8}));
+  b.output(b.op(OpKind::MatMul, {big, big}, {}, "big"));
+  b.output(b.op(OpKind::MatMul, {small, small}, {}, "small"));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<bool> changed = foldConstants(g);
+  ASSERT_TRUE(changed.isOk()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  ASSERT_EQ(g.numNodes(), 1u);
+  EXPECT_EQ(g.nodes().front()->name(), "big");
 }
 
 TEST(FoldConstants, NothingConstant) {
