@@ -29,6 +29,8 @@ std::string listStr(const std::vector<int64_t>& v) {
 }
 
 // A spatial attribute with `count` values (default `fallback` each), or nullopt after an error.
+constexpr int64_t kMaxSpatialValue = INT32_MAX;
+
 std::optional<std::vector<int64_t>> spatialInts(NodeContext& n, const std::string& name, size_t count, int64_t fallback,
                                                 int64_t minValue) {
   std::vector<int64_t> v = n.attrInts(name, std::vector<int64_t>(count, fallback));
@@ -41,6 +43,11 @@ std::optional<std::vector<int64_t>> spatialInts(NodeContext& n, const std::strin
     if (x < minValue) {
       n.fail("attribute '" + name + "' must be " + (minValue == 0 ? "non-negative" : "positive") + ", got " +
              listStr(v));
+      return std::nullopt;
+    }
+    // As for the IR's windows: no real model comes near, and products with dims stay in range.
+    if (x > kMaxSpatialValue) {
+      n.fail("attribute '" + name + "' " + listStr(v) + " has a value above 2^31 - 1");
       return std::nullopt;
     }
   }
@@ -246,25 +253,22 @@ Outs maxUnpoolOp(NodeContext& n) {
     return {};
   }
   const size_t nd = dims.size() - 2;
-  std::optional<std::vector<int64_t>> kernel = n.requireInts("kernel_shape");
-  if (!kernel) return {};
-  if (kernel->size() != nd) {
-    n.fail("kernel_shape " + listStr(*kernel) + " has " + std::to_string(kernel->size()) + " values, expected " +
-           std::to_string(nd));
-    return {};
-  }
+  if (!n.requireInts("kernel_shape")) return {};
+  auto kernel = spatialInts(n, "kernel_shape", nd, 1, 1);
   auto strides = spatialInts(n, "strides", nd, 1, 1);
   auto pads = spatialInts(n, "pads", 2 * nd, 0, 0);
-  if (!strides || !pads) return {};
+  if (!kernel || !strides || !pads) return {};
   std::vector<int64_t> inferred = {dims[0], dims[1]};
   for (size_t i = 0; i < nd; ++i) {
-    int64_t d = (dims[i + 2] - 1) * (*strides)[i] + (*kernel)[i] - (*pads)[i] - (*pads)[nd + i];
-    if (d < 1) {
-      n.fail("inferred output size " + std::to_string(d) + " on spatial axis " + std::to_string(i) +
-             " is not positive");
+    // In 128 bits: a dim of up to 2^40 (of an empty input) times a stride of up to 2^31.
+    const __int128 d =
+        static_cast<__int128>(dims[i + 2] - 1) * (*strides)[i] + (*kernel)[i] - (*pads)[i] - (*pads)[nd + i];
+    if (d < 1 || d > kMaxElements) {
+      n.fail("inferred output size on spatial axis " + std::to_string(i) + " is " +
+             (d < 1 ? std::to_string(static_cast<int64_t>(d)) + ", not positive" : std::string("too large")));
       return {};
     }
-    inferred.push_back(d);
+    inferred.push_back(static_cast<int64_t>(d));
   }
   std::vector<int64_t> outShape = inferred;
   if (n.input(2)) {
@@ -276,11 +280,15 @@ Outs maxUnpoolOp(NodeContext& n) {
              " in rank, batch or channels");
       return {};
     }
+    if (!Shape(outShape).checkedNumel()) {
+      n.fail("output_shape " + listStr(outShape) + " is not a valid shape");
+      return {};
+    }
   }
   const int64_t planes = saturatingProduct(dims, 0, 2), planeSize = saturatingProduct(inferred, 2, inferred.size()),
                 perPlane = saturatingProduct(dims, 2, dims.size());
-  if (planes > kMaxElements) {
-    n.fail("input " + x->shape().str() + " has too many (n, c) planes");
+  if (saturatingProduct({planes, planeSize}) > kMaxElements) {
+    n.fail("the unpooled output " + Shape(inferred).str() + " has more than 2^40 elements");
     return {};
   }
   Value* idx = n.reshape(n.cast(n.input(1), DType::I64), {planes, perPlane});

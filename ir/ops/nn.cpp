@@ -506,6 +506,8 @@ Status convTransposeGeometry(const Node& node, ConvTransposeGeometry* g) {
     if (outputShape.size() != n)
       return Status::error("output_shape has " + std::to_string(attrs.getInts("output_shape").size()) +
                            " values, expected " + std::to_string(n));
+    for (int64_t d : outputShape)
+      if (d < 1) return Status::error("output_shape " + listStr(outputShape) + " must be positive");
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) outputShape.push_back(saturatingProduct({g->in[i], g->strides[i]}));
   }

@@ -160,6 +160,41 @@ TEST(ExtraHandlers, MaxUnpoolOutputShapePadsTheEnd) {
   expectNear(out, {0, 0, 0, 0, 0, 0, 5, 0, 6, 0, 0, 0, 0, 0, 0, 0, 7, 0, 8, 0, 0, 0, 0, 0, 0}, 0);
 }
 
+// Hostile attribute values: sizes whose arithmetic would overflow int64 are errors naming the node.
+TEST(ExtraHandlers, MaxUnpoolRefusesHugeOrNegativeSizes) {
+  auto importError = [](std::vector<int64_t> xDims, std::vector<int64_t> kernel, std::vector<int64_t> strides,
+                        std::vector<int64_t> outputShape) {
+    OnnxModel m(22);
+    m.input("x", xDims);
+    m.input("i", xDims, ::onnx::TensorProto::INT64);
+    std::vector<std::string> inputs = {"x", "i"};
+    if (!outputShape.empty()) {
+      m.ints("shape", outputShape);
+      inputs.push_back("shape");
+    }
+    auto* n = m.node("MaxUnpool", inputs, {"y"}, "mu");
+    setInts(n, "kernel_shape", kernel);
+    setInts(n, "strides", strides);
+    m.output("y");
+    auto g = m.import();
+    return g.isOk() ? std::string("imported") : g.status().message();
+  };
+  EXPECT_EQ(importError({1, 1, 2, 2}, {INT64_MAX, 2}, {1, 1}, {}),
+            "model.onnx: node 'mu' (MaxUnpool): attribute 'kernel_shape' [9223372036854775807, 2] has a value above "
+            "2^31 - 1");
+  EXPECT_EQ(importError({1, 1, 2, 2}, {2, 2}, {1, INT64_MAX}, {}),
+            "model.onnx: node 'mu' (MaxUnpool): attribute 'strides' [1, 9223372036854775807] has a value above "
+            "2^31 - 1");
+  // An empty batch with a 2^40 spatial dim: 2^40 x a 2^31 stride overflows int64.
+  EXPECT_EQ(importError({0, 1, int64_t{1} << 40, 1}, {1, 1}, {INT32_MAX, 1}, {}),
+            "model.onnx: node 'mu' (MaxUnpool): inferred output size on spatial axis 0 is too large");
+  EXPECT_EQ(importError({1, 1, 2, 2}, {2, 2}, {2, 2}, {1, 1, INT64_MIN, 4}),
+            "model.onnx: node 'mu' (MaxUnpool): output_shape [1, 1, -9223372036854775808, 4] is not a valid shape");
+  EXPECT_EQ(importError({1 << 20, 1 << 20, 1, 1}, {1 << 20, 1}, {1, 1}, {}),
+            "model.onnx: node 'mu' (MaxUnpool): the unpooled output [1048576x1048576x1048576x1] has more than 2^40 "
+            "elements");
+}
+
 TEST(ExtraHandlers, Col2ImWithStridesAndPads) {
   // x = arange(1, 33) as [1, 8, 4]: two channels of 2x2 blocks, image 3x4, strides [1, 2], pads
   // [0, 0, 0, 1] (the width's block count leaves a remainder).

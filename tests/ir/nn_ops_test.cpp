@@ -302,7 +302,10 @@ TEST(NnOps, ErrorMessages) {
   EXPECT_EQ(buildError(OpKind::ConvTranspose, {{DType::F32, {0, 1, int64_t(1) << 40}}, {DType::F32, {1, 1, 1 << 20}}},
                        attrs({{"strides", Ints{INT32_MAX}}})),
             "node 'n' (ConvTranspose): the output on spatial axis 0 would be too large");
-  // Attribute x dim products that overflow int64 (found by fuzz_shape_inference).
+  // Attribute values whose arithmetic overflows int64 (found by fuzz_shape_inference).
+  EXPECT_EQ(buildError(OpKind::ConvTranspose, {{DType::F32, {1, 2, 5, 5}}, {DType::F32, {2, 3, 3, 3}}},
+                       attrs({{"output_shape", Ints{INT64_MIN, 4}}})),
+            "node 'n' (ConvTranspose): output_shape [-9223372036854775808, 4] must be positive");
   EXPECT_EQ(buildError(OpKind::Conv, {{DType::F32, x4}, {DType::F32, {3, 4, 3, 3}}}, attrs({{"group", INT64_MAX}})),
             "node 'n' (Conv): input has 2 channels, weight [3x4x3x3] expects 4 per group x group 9223372036854775807");
   EXPECT_EQ(buildError(OpKind::ConvTranspose, {{DType::F32, {1, 2, 5, 5}}, {DType::F32, {2, int64_t(1) << 40, 0, 3}}},
