@@ -406,13 +406,17 @@ class Importer {
 
   Status importOutputs(const ::onnx::GraphProto& g) {
     std::set<Value*> used;
+    std::set<std::string> listed;
     for (const auto& vi : g.output()) {
+      // Outputs are bound by name (the C ABI, nnc run): a name listed twice would be two outputs
+      // that cannot be told apart.
+      if (!listed.insert(vi.name()).second) return Status::error("graph output '" + vi.name() + "' is listed twice");
       auto it = values_.find(vi.name());
       if (it == values_.end())
         return Status::error("graph output '" + vi.name() + "' is not produced by any node, input or initializer");
       Value* v = it->second;
-      // A value has one name; an output that aliases another name (Identity, Dropout, a repeated
-      // output) gets its own copy so the graph output keeps its ONNX name.
+      // A value has one name; an output that aliases another name (Identity, Dropout, two output
+      // names for one value) gets its own copy so the graph output keeps its ONNX name.
       if (v->name() != vi.name() || used.count(v)) {
         v = builder_.op(OpKind::Identity, {v}, {}, vi.name());
         if (!builder_.status()) return builder_.status();

@@ -357,6 +357,17 @@ TEST(HostileModel, ZeroDimsAreValidEmptyTensorsEndToEnd) {
   }
 }
 
+TEST(HostileModel, GraphOutputListedTwice) {
+  // Found by fuzz_onnx_import: the second listing became a copy with the same name, a graph that
+  // fails verification.
+  OnnxModel m;
+  m.input("x", {2});
+  m.node("Relu", {"x"}, {"y"}, "relu1");
+  m.output("y");
+  m.output("y");
+  expectImportMessage(m.import(), "model.onnx: graph output 'y' is listed twice");
+}
+
 TEST(HostileModel, EmptyTensorsWithHugeDimsCompileToNoWork) {
   // Softmax rows of f32[2^40 x 2^40 x 0]: 2^80 rows of nothing. The compiled model must skip the
   // kernel rather than run its outer loop (found by fuzz_shape_inference as a hang).
