@@ -43,6 +43,11 @@ Status checkOutputShape(const Node& node, int i, const Shape& shape) {
       return Status::error(node.diagPrefix() + "output " + std::to_string(i) + " has a negative dimension in " +
                            shape.str());
   if (shape.checkedNumel()) return Status::ok();
+  // An empty shape may still have a dim past the limit (index arithmetic uses every dim).
+  for (int64_t d : shape.dims())
+    if (d > kMaxElements)
+      return Status::error(node.diagPrefix() + "output " + std::to_string(i) + " has dim " + std::to_string(d) +
+                           " in " + shape.str() + ", more than nnc supports (2^40)");
   long double n = 1;
   for (int64_t d : shape.dims()) n *= static_cast<long double>(d);
   char buf[64];
