@@ -129,9 +129,7 @@ class PlanBuilder {
       for (const Value* v : lk.params) step.args.push_back(v ? bufferOf(v) : addCheckResult());
       step.check = std::move(lk.check);
       step.outerSize = lk.kernel.outer.size();
-      int64_t work = lk.kernel.inner.size();
-      for (const kir::Reduction& r : lk.kernel.reductions) work += r.loop.size();
-      step.workPerPoint = std::max<int64_t>(1, work);
+      step.workPerPoint = lk.kernel.workPerOuterPoint();
       step.origin = originOf(group);
       out_.plan.steps.push_back(std::move(step));
       out_.kernels.push_back(std::move(lk.kernel));

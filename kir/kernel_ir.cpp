@@ -92,13 +92,17 @@ bool Kernel::writesNothing() const {
   return true;
 }
 
-int64_t Kernel::work() const {
-  if (writesNothing()) return 0;
-  int64_t perPoint = std::max<int64_t>(1, inner.size());
+int64_t Kernel::workPerOuterPoint() const {
+  int64_t perPoint = inner.size();
   for (const Reduction& r : reductions)
     if (__builtin_add_overflow(perPoint, r.loop.size(), &perPoint)) return INT64_MAX;
+  return std::max<int64_t>(1, perPoint);
+}
+
+int64_t Kernel::work() const {
+  if (writesNothing()) return 0;
   int64_t total = 0;
-  return __builtin_mul_overflow(outer.size(), perPoint, &total) ? INT64_MAX : total;
+  return __builtin_mul_overflow(outer.size(), workPerOuterPoint(), &total) ? INT64_MAX : total;
 }
 
 int64_t Loop::size() const {

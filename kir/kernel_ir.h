@@ -95,7 +95,9 @@ struct Kernel {
   // still be astronomically long (an empty tensor's other dims can be up to 2^40 each), so such a
   // kernel must be skipped, not run.
   bool writesNothing() const;
-  // Loop points the kernel visits (outer points times their inner and reduction points),
+  // Loop points visited per outer point: the inner loop's and every reduction's, at least 1.
+  int64_t workPerOuterPoint() const;
+  // Loop points the kernel visits (outer points x workPerOuterPoint, 0 when it writesNothing),
   // saturating at INT64_MAX: what running it costs, whatever the backend.
   int64_t work() const;
 };
