@@ -108,8 +108,9 @@ bool validateTopKStep(const std::vector<int64_t>& params, const std::vector<uint
   if (params.size() != static_cast<size_t>(7 + rank))
     return bad("expected " + std::to_string(7 + rank) + " parameters for rank " + std::to_string(rank) + ", got " +
                std::to_string(params.size()));
-  const uint64_t elem = params[0] >= 0 && params[0] <= INT32_MAX ? elementSize(static_cast<int32_t>(params[0])) : 0;
-  if (elem == 0) return bad("unknown dtype " + std::to_string(params[0]));
+  if (params[0] < 0 || params[0] > INT32_MAX || elementSize(static_cast<int32_t>(params[0])) == 0)
+    return bad("unknown dtype " + std::to_string(params[0]));
+  const int32_t dtype = static_cast<int32_t>(params[0]);
   std::vector<int64_t> dims(params.begin() + 2, params.begin() + 2 + rank);
   const int64_t axis = params[2 + rank], k = params[3 + rank], numInputs = params[6 + rank];
   for (int64_t d : dims)
@@ -119,19 +120,18 @@ bool validateTopKStep(const std::vector<int64_t>& params, const std::vector<uint
   if (numInputs < 1 || numInputs > 2) return bad("input count " + std::to_string(numInputs) + " is not 1 or 2");
   if (argBytes.size() != static_cast<size_t>(numInputs) + 2)
     return bad("expected " + std::to_string(numInputs + 2) + " arguments, got " + std::to_string(argBytes.size()));
-  // Bytes of a tensor of `dims` elements of `size` bytes, saturating (an empty tensor's other dims may be huge).
-  auto bytesOf = [](const std::vector<int64_t>& shape, uint64_t size) -> unsigned __int128 {
-    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
-    unsigned __int128 n = size;
-    for (int64_t d : shape) n = std::min<unsigned __int128>(n * static_cast<uint64_t>(d), UINT64_MAX);
-    return n;
+  // A shape too large for tensorBytes is larger than any plan buffer, so it does not fit either.
+  auto fits = [](int32_t type, const std::vector<int64_t>& shape, uint64_t bufferBytes) {
+    uint64_t bytes = 0;
+    return tensorBytes(type, shape, &bytes) && bytes <= bufferBytes;
   };
   std::vector<int64_t> outDims = dims;
   outDims[static_cast<size_t>(axis)] = k;
   const size_t values = static_cast<size_t>(numInputs), indices = values + 1;
-  if (bytesOf(dims, elem) > argBytes[0]) return bad("the input buffer is smaller than its shape");
-  if (bytesOf(outDims, elem) > argBytes[values]) return bad("the values buffer is smaller than its shape");
-  if (bytesOf(outDims, sizeof(int64_t)) > argBytes[indices]) return bad("the indices buffer is smaller than its shape");
+  if (!fits(dtype, dims, argBytes[0])) return bad("the input buffer is smaller than its shape");
+  if (!fits(dtype, outDims, argBytes[values])) return bad("the values buffer is smaller than its shape");
+  if (!fits(static_cast<int32_t>(kI64), outDims, argBytes[indices]))
+    return bad("the indices buffer is smaller than its shape");
   return true;
 }
 

@@ -197,24 +197,6 @@ bool fail(std::string* error, std::string message) {
   return false;
 }
 
-// Checks a shape and computes its byte size; false on a negative dim or overflow. An empty tensor's
-// other dims may be huge (the compiler allows up to 2^40 each), so a zero dim anywhere means 0 bytes.
-bool shapeBytes(const TensorDesc& d, uint64_t* bytes) {
-  uint64_t n = elementSize(d.dtype);
-  for (int64_t dim : d.shape)
-    if (dim < 0) return false;
-  if (std::find(d.shape.begin(), d.shape.end(), 0) != d.shape.end()) {
-    *bytes = 0;
-    return true;
-  }
-  for (int64_t dim : d.shape) {
-    if (n > kMaxBytes / static_cast<uint64_t>(dim)) return false;
-    n *= static_cast<uint64_t>(dim);
-  }
-  *bytes = n;
-  return true;
-}
-
 bool validateDescs(const std::vector<TensorDesc>& descs, const char* what, std::string* error) {
   if (descs.size() > kMaxTensors) return fail(error, std::string("too many ") + what + "s");
   for (size_t i = 0; i < descs.size(); ++i) {
@@ -223,7 +205,7 @@ bool validateDescs(const std::vector<TensorDesc>& descs, const char* what, std::
     if (elementSize(d.dtype) == 0) return fail(error, prefix + "unknown dtype " + std::to_string(d.dtype));
     if (d.shape.size() > kMaxRank) return fail(error, prefix + "rank " + std::to_string(d.shape.size()) + " exceeds 8");
     uint64_t bytes = 0;
-    if (!shapeBytes(d, &bytes))
+    if (!tensorBytes(d.dtype, d.shape, &bytes))
       return fail(error, prefix + "invalid shape " + formatShape(d.shape.data(), d.shape.size()));
     if (bytes != d.byteSize)
       return fail(error, prefix + "byte size " + std::to_string(d.byteSize) + " does not match shape " +
@@ -236,6 +218,23 @@ bool validateDescs(const std::vector<TensorDesc>& descs, const char* what, std::
 bool fits(uint64_t offset, uint64_t size, uint64_t limit) { return size <= limit && offset <= limit - size; }
 
 }  // namespace
+
+bool tensorBytes(int32_t dtype, const std::vector<int64_t>& shape, uint64_t* bytes) {
+  uint64_t n = elementSize(dtype);
+  if (n == 0) return false;
+  for (int64_t dim : shape)
+    if (dim < 0) return false;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    *bytes = 0;
+    return true;
+  }
+  for (int64_t dim : shape) {
+    if (n > kMaxBytes / static_cast<uint64_t>(dim)) return false;
+    n *= static_cast<uint64_t>(dim);
+  }
+  *bytes = n;
+  return true;
+}
 
 uint64_t elementSize(int32_t dtype) {
   switch (dtype) {
@@ -339,16 +338,19 @@ bool validatePlan(const Plan& plan, std::string* error) {
     }
     std::vector<uint64_t> argBytes;  // what each argument buffer holds, for the builtins' and GEMM's checks
     for (int32_t a : s.args) argBytes.push_back(plan.buffers[static_cast<size_t>(a)].size);
+    // Steps that are not generated kernels say which arguments they write: never caller inputs or weights.
+    auto readOnly = [&](size_t arg) {
+      const BufferKind kind = plan.buffers[static_cast<size_t>(s.args[arg])].kind;
+      return kind == BufferKind::Input || kind == BufferKind::Weight;
+    };
     if (s.kind == StepKind::Builtin) {
       std::string why;
       if (!validateBuiltinStep(s.name, s.params, argBytes, &why)) return fail(error, prefix + why);
       const size_t written = static_cast<size_t>(builtinWrittenArgs(s.name));
-      for (size_t a = s.args.size() - written; a < s.args.size(); ++a) {
-        const BufferKind kind = plan.buffers[static_cast<size_t>(s.args[a])].kind;
-        if (kind == BufferKind::Input || kind == BufferKind::Weight)
+      for (size_t a = s.args.size() - written; a < s.args.size(); ++a)
+        if (readOnly(a))
           return fail(error,
                       prefix + "builtin writes a model input or the weights (argument " + std::to_string(a) + ")");
-      }
     }
     if (s.kind == StepKind::Library) {
       if (plan.target != Target::Cuda) return fail(error, prefix + "library calls exist for the cuda target only");
@@ -356,9 +358,7 @@ bool validatePlan(const Plan& plan, std::string* error) {
       GemmParams gemm;
       std::string why;
       if (!decodeGemm(s.params, &gemm, &why) || !validateGemm(gemm, argBytes, &why)) return fail(error, prefix + why);
-      const BufferKind written = plan.buffers[static_cast<size_t>(s.args[2])].kind;  // C
-      if (written == BufferKind::Input || written == BufferKind::Weight)
-        return fail(error, prefix + "gemm writes a model input or the weights");
+      if (readOnly(2)) return fail(error, prefix + "gemm writes a model input or the weights");  // C
     }
   }
   for (const TensorDesc& d : plan.inputs)

@@ -97,6 +97,10 @@ const char* gpuMappingName(GpuMapping mapping);
 
 // Size in bytes of one element of an nnc_dtype (ONNX numbering); 0 when the value is unknown.
 uint64_t elementSize(int32_t dtype);
+// Size in bytes of a dtype[shape] tensor; false on an unknown dtype, a negative dim, or more bytes
+// than any plan buffer may hold (2^48). A zero dim anywhere means 0 bytes: an empty tensor's other
+// dims may be huge (the compiler allows up to 2^40 each).
+bool tensorBytes(int32_t dtype, const std::vector<int64_t>& shape, uint64_t* bytes);
 // "f32", "i64", ...; "dtype(N)" when unknown.
 std::string elementTypeName(int32_t dtype);
 // "[1x3x224x224]"; "[]" for a scalar.
