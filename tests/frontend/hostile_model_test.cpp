@@ -331,6 +331,16 @@ TEST(HostileModel, BadInitializerDimsAndData) {
   check(longRaw, "model.onnx: tensor 'w': raw_data has 13 bytes, expected 12 for i32[3]");
 }
 
+// Imports `m`, JIT-compiles it at -O<level> (verifying the graph after every pass) and runs it.
+Expected<std::vector<Tensor>> importCompileRun(const OnnxModel& m, int level, const std::vector<Tensor>& inputs) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, m.import());
+  CompileOptions o;
+  o.optLevel = level;
+  o.verifyEachPass = true;
+  NNC_ASSIGN_OR_RETURN(auto model, compileJit(*g, o));
+  return model->run(inputs);
+}
+
 TEST(HostileModel, ZeroDimsAreValidEmptyTensorsEndToEnd) {
   // y = relu(x + w) on f32[0x3]: zero elements flow through import, compile (-O0 and -O2) and run.
   for (int level : {0, 2}) {
@@ -344,14 +354,7 @@ TEST(HostileModel, ZeroDimsAreValidEmptyTensorsEndToEnd) {
     m.node("Add", {"x", "w"}, {"s"}, "add1");
     m.node("Relu", {"s"}, {"y"}, "relu1");
     m.output("y");
-    auto g = m.import();
-    ASSERT_TRUE(g.isOk()) << g.status().message();
-    CompileOptions o;
-    o.optLevel = level;
-    o.verifyEachPass = true;
-    auto model = compileJit(**g, o);
-    ASSERT_TRUE(model.isOk()) << model.status().message();
-    auto y = (*model)->run({Tensor(DType::F32, Shape{0, 3})});
+    auto y = importCompileRun(m, level, {Tensor(DType::F32, Shape{0, 3})});
     ASSERT_TRUE(y.isOk()) << y.status().message();
     EXPECT_EQ((*y)[0].shape(), (Shape{0, 3})) << "-O" << level;
   }
@@ -377,13 +380,7 @@ TEST(HostileModel, EmptyTensorsWithHugeDimsCompileToNoWork) {
     m.input("x", {huge, huge, 0});
     m.node("Softmax", {"x"}, {"y"}, "softmax1");
     m.output("y");
-    auto g = m.import();
-    ASSERT_TRUE(g.isOk()) << g.status().message();
-    CompileOptions o;
-    o.optLevel = level;
-    auto model = compileJit(**g, o);
-    ASSERT_TRUE(model.isOk()) << model.status().message();
-    auto y = (*model)->run({Tensor(DType::F32, Shape{huge, huge, 0})});
+    auto y = importCompileRun(m, level, {Tensor(DType::F32, Shape{huge, huge, 0})});
     ASSERT_TRUE(y.isOk()) << y.status().message();
     EXPECT_EQ((*y)[0].shape(), (Shape{huge, huge, 0})) << "-O" << level;
   }
