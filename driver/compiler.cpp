@@ -124,6 +124,10 @@ Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
   lowering.fuse = options.optLevel > 0;
   lowering.libraryGemm = options.target == "cuda";  // cuBLASLt
   lowering.allowTf32 = options.allowTf32;
+  codegen::CpuTargetOptions target;
+  target.optLevel = options.optLevel == 0 ? 2 : 3;
+  if (const char* bits = std::getenv("NNC_GEMM_VECTOR_BITS")) target.gemmVectorBits = std::atoi(bits);
+  if (options.target == "cpu") lowering.contractionTarget = codegen::hostTileTarget(target);
   NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, lowering));
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);
@@ -144,8 +148,6 @@ Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
     return program;
   }
 #endif
-  codegen::CpuTargetOptions target;
-  target.optLevel = options.optLevel == 0 ? 2 : 3;
   NNC_ASSIGN_OR_RETURN(program.module, codegen::CpuModule::build(program.lowered.kernels, target));
   program.report.llvmIr = program.module->llvmIr();
   return program;

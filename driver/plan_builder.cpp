@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
 #include "passes/fusion.h"
 #include "passes/memory_plan.h"
@@ -40,8 +41,9 @@ std::string originOf(const KernelGroup& g) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Graph& graph, LoweredProgram& out, const passes::FusionOptions& fusion, bool allowTf32)
-      : graph_(graph), out_(out), fusion_(fusion), allowTf32_(allowTf32) {}
+  PlanBuilder(const Graph& graph, LoweredProgram& out, const passes::FusionOptions& fusion, bool allowTf32,
+              std::optional<kir::TileTarget> contractionTarget)
+      : graph_(graph), out_(out), fusion_(fusion), allowTf32_(allowTf32), contractionTarget_(contractionTarget) {}
 
   Status build(const std::vector<std::string>& outputNames) {
     rt::Plan& plan = out_.plan;
@@ -65,9 +67,16 @@ class PlanBuilder {
         lifetimes_[v] = {byteSize(v), static_cast<int>(g), static_cast<int>(g)};
       }
     }
+    NNC_RETURN_IF_ERROR(lowerContractions());
     for (size_t g = 0; g < out_.groups.size(); ++g) {
+      const LoweredContraction* contraction = contractions_[g] ? &*contractions_[g] : nullptr;
       for (const Value* v : out_.groups[g].inputs) {
-        if (v->isConstant() && !bufferOf_.count(v)) bufferOf_[v] = addWeight(v->constant());
+        if (contraction && contraction->packedValue == v) {
+          const int64_t nr = contraction->lowered.kernel.contraction->nr;
+          if (!packedBufferOf_.count({v, nr})) packedBufferOf_[{v, nr}] = addWeight(packPanels(v->constant(), nr));
+        } else if (v->isConstant() && !bufferOf_.count(v)) {
+          bufferOf_[v] = addWeight(v->constant());
+        }
         auto it = lifetimes_.find(v);
         if (it != lifetimes_.end()) it->second.lastStep = std::max(it->second.lastStep, static_cast<int>(g));
       }
@@ -120,6 +129,7 @@ class PlanBuilder {
       return Status::ok();
     }
     if (passes::isLibraryGemm(*first, fusion_)) return emitLibraryGemm(group);
+    if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
     NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
     for (LoweredKernel& lk : kernels) {
       if (lk.kernel.writesNothing()) continue;  // all its outputs are empty (and its loops may not be)
@@ -134,6 +144,40 @@ class PlanBuilder {
       out_.plan.steps.push_back(std::move(step));
       out_.kernels.push_back(std::move(lk.kernel));
     }
+    return Status::ok();
+  }
+
+  // Groups anchored by a packed contraction, lowered before the weights are laid out (their constant
+  // B operands go into the weights packed).
+  Status lowerContractions() {
+    contractions_.resize(out_.groups.size());
+    if (!contractionTarget_) return Status::ok();
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      const KernelGroup& group = out_.groups[g];
+      const bool anchored = std::any_of(group.nodes.begin(), group.nodes.end(),
+                                        [&](const Node* n) { return passes::isPackedContraction(*n, fusion_); });
+      if (!anchored) continue;
+      NNC_ASSIGN_OR_RETURN(contractions_[g], lowerContraction(group, kernelName(g, group), *contractionTarget_));
+    }
+    return Status::ok();
+  }
+
+  Status emitContraction(const KernelGroup& group, LoweredContraction contraction) {
+    LoweredKernel& lk = contraction.lowered;
+    const kir::Contraction& c = *lk.kernel.contraction;
+    rt::Step step;
+    step.kind = rt::StepKind::Kernel;
+    step.name = lk.kernel.name;
+    for (size_t slot = 0; slot < lk.params.size(); ++slot) {
+      const Value* v = lk.params[slot];
+      const bool packed = static_cast<int>(slot) == c.bSlot && contraction.packedValue == v;
+      step.args.push_back(packed ? packedBufferOf_.at({v, c.nr}) : bufferOf(v));
+    }
+    step.outerSize = c.numTasks();  // a contraction's outer points are its tasks
+    step.workPerPoint = std::max<int64_t>(1, c.mc * c.nc * c.k);
+    step.origin = originOf(group);
+    out_.plan.steps.push_back(std::move(step));
+    out_.kernels.push_back(std::move(lk.kernel));
     return Status::ok();
   }
 
@@ -189,7 +233,10 @@ class PlanBuilder {
   LoweredProgram& out_;
   const passes::FusionOptions& fusion_;
   const bool allowTf32_;
+  const std::optional<kir::TileTarget> contractionTarget_;
+  std::vector<std::optional<LoweredContraction>> contractions_;  // per group
   std::map<const Value*, int32_t> bufferOf_;
+  std::map<std::pair<const Value*, int64_t>, int32_t> packedBufferOf_;  // (value, nr) -> its packed panels
   std::map<const Value*, passes::BufferLifetime> lifetimes_;
 };
 
@@ -201,9 +248,11 @@ Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std:
   passes::FusionOptions fusion;
   fusion.enabled = options.fuse;
   fusion.libraryGemm = options.libraryGemm;
+  fusion.packedContractions = options.contractionTarget.has_value();
   fusion.debugLog = options.fusionLog;
   program.groups = passes::partitionIntoKernels(graph, fusion);
-  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, fusion, options.allowTf32).build(outputNames));
+  NNC_RETURN_IF_ERROR(
+      PlanBuilder(graph, program, fusion, options.allowTf32, options.contractionTarget).build(outputNames));
   return program;
 }
 

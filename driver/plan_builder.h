@@ -2,6 +2,7 @@
 // buffers (inputs, outputs, weights blob, arena offsets) and the ordered steps.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct LoweringOptions {
   bool libraryGemm = false;           // MatMuls as library GEMM steps (the cuda target's cuBLASLt; passes/fusion.h)
   bool allowTf32 = false;             // f32 library GEMMs may round their inputs to TF32 (--allow-tf32)
   std::ostream* fusionLog = nullptr;  // one line per rejected fusion candidate
+  // Set: f32 MatMuls become packed, register-tiled contractions shaped for this CPU
+  // (ir/lower_contraction.h); their constant B operands are packed into the weights.
+  std::optional<kir::TileTarget> contractionTarget;
 };
 
 // outputNames: the user-visible names of the graph outputs (taken before passes renamed values).

@@ -32,12 +32,23 @@ bool inGroup(const KernelGroup& g, const Node* n) {
 
 // Adds a param per group input, with a generator that loads it.
 void bindGroupInputs(const KernelGroup& group, kir::KernelBuilder& kb, LoweredKernel& lowered,
-                     std::map<const Value*, kir::ElementGen>& gens) {
+                     std::map<const Value*, kir::ElementGen>& gens,
+                     const std::map<const Value*, InputLayout>& layouts = {}) {
   for (Value* v : group.inputs) {
+    kir::KernelBuilder* kbp = &kb;
+    auto layout = layouts.find(v);
+    if (layout != layouts.end()) {
+      const int slot = kb.addParam(v->name(), v->dtype(), layout->second.numel, /*isOutput=*/false);
+      lowered.params.push_back(v);
+      auto flatIndex = layout->second.flatIndex;
+      gens[v] = [kbp, slot, flatIndex](const std::vector<kir::ExprId>& idx) {
+        return kbp->load(slot, flatIndex(*kbp, idx));
+      };
+      continue;
+    }
     const int slot = kb.addParam(v->name(), v->dtype(), v->shape().numel(), /*isOutput=*/false);
     lowered.params.push_back(v);
     Shape shape = v->shape();
-    kir::KernelBuilder* kbp = &kb;
     gens[v] = [kbp, slot, shape](const std::vector<kir::ExprId>& idx) {
       return kbp->load(slot, kbp->flatIndex(idx, shape));
     };
@@ -142,7 +153,8 @@ void computeGroupBoundary(KernelGroup& group) {
   }
 }
 
-Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName) {
+Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName,
+                                                const std::map<const Value*, InputLayout>& layouts) {
   const Node* anchor = nullptr;
   for (const Node* n : group.nodes) {
     FusionClass fc = opFusionClass(n->op());
@@ -193,7 +205,7 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
     kir::KernelBuilder kb(name);
     LoweredKernel lowered;
     std::map<const Value*, kir::ElementGen> gens;
-    bindGroupInputs(group, kb, lowered, gens);
+    bindGroupInputs(group, kb, lowered, gens, layouts);
     std::vector<int> outputSlots;
     for (Value* v : outputs) {
       outputSlots.push_back(kb.addParam(v->name(), v->dtype(), v->shape().numel(), /*isOutput=*/true));

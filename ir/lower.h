@@ -2,6 +2,8 @@
 // decides the groups (policy); this builds them. A group of one node is the eager (-O0) kernel.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <vector>
 
 #include "ir/graph.h"
@@ -35,6 +37,13 @@ struct LoweredKernel {
 // differ in shape (Split) gets one kernel per output shape; check kernels for the IndexChecks of
 // the group's nodes come first (a check kernel recomputes the checked input when it is fused). Fails, naming the node,
 // when the group cannot be lowered (two anchors, an opaque op, an epilogue not at the anchor's index).
-Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName);
+// `layouts` re-lays out group inputs: the kernel reads such a value from a param of `numel` elements
+// holding it in another layout (a contraction's compile-time packed weights), at `flatIndex`.
+struct InputLayout {
+  int64_t numel = 0;
+  std::function<kir::ExprId(kir::KernelBuilder&, const std::vector<kir::ExprId>& index)> flatIndex;
+};
+Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName,
+                                                const std::map<const Value*, InputLayout>& layouts = {});
 
 }  // namespace nnc

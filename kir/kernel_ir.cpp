@@ -285,6 +285,10 @@ ExprId KernelBuilder::clamp(ExprId x, int64_t lo, int64_t hi) {
 
 ExprId KernelBuilder::flatIndex(std::span<const ExprId> index, const Shape& shape) {
   NNC_CHECK(static_cast<int>(index.size()) == shape.rank(), "flatIndex: index rank differs from shape rank");
+  // Re-flattening what unflatten() made for the same shape gives the flat index back (a Reshape of
+  // a Reshape, or of a value read from memory, then costs no div/mod and stays affine).
+  auto roundTrip = unflattened_.find({std::vector<ExprId>(index.begin(), index.end()), shape.dims()});
+  if (roundTrip != unflattened_.end()) return roundTrip->second;
   ExprId flat = i64(0);
   int64_t stride = 1;
   for (int d = shape.rank() - 1; d >= 0; --d) {
@@ -307,6 +311,7 @@ std::vector<ExprId> KernelBuilder::unflatten(ExprId flat, const Shape& shape) {
     ExprId q = binary(ExprOp::FloorDiv, flat, i64(strides[d]));
     index[d] = d == 0 ? q : binary(ExprOp::FloorMod, q, i64(shape[d]));
   }
+  unflattened_.emplace(std::make_pair(index, shape.dims()), flat);
   return index;
 }
 
@@ -415,7 +420,21 @@ std::string Kernel::str() const {
   for (const Store& s : stores) {
     os << "  store" << (s.perInner ? ".inner" : "") << " %" << s.slot << "[e" << s.index << "] = e" << s.value << "\n";
   }
+  if (contraction) os << "  " << contraction->str() << "\n";
   os << "}\n";
+  return os.str();
+}
+
+std::string Contraction::str() const {
+  std::ostringstream os;
+  const char* layout = bLayout == BLayout::Packed ? "packed" : bLayout == BLayout::Direct ? "direct" : "copied";
+  os << "contraction batch=" << batch << " m=" << m << " n=" << n << " k=" << k << " A=%" << aSlot
+     << " offset=" << aOffset << " strides=(" << aBatchStride << ", " << aRowStride << ", " << aColStride << ") B=%"
+     << bSlot << " " << layout;
+  if (bLayout != BLayout::Packed)
+    os << " offset=" << bOffset << " strides=(" << bBatchStride << ", " << bRowStride << ", " << bColStride << ")";
+  os << " tile=" << mr << "x" << nr << " (" << lanes << " lanes) blocks mc=" << mc << " nc=" << nc << " kc=" << kc
+     << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "");
   return os.str();
 }
 

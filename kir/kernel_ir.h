@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -80,6 +82,50 @@ struct Param {
   bool isOutput;
 };
 
+// How a target computes a kernel that is one matrix product (plus an elementwise epilogue) with a
+// packed, register-tiled GEMM instead of the generic loop nest (codegen/llvm/contraction.cpp). The
+// kernel's generic form stays its meaning (the interpreter ignores this): outer = [batch..., m, n],
+// one f32 Sum reduction over k of A * B, stores of the epilogue at the outer index. The target runs
+//   for every task (b, mBlock, nBlock) of the outer range [begin, end):
+//     for kc in K by kc:  for each NR-column panel:  for each MR-row tile:
+//       MR x NR accumulators in registers <- C partials (kc > 0) + A[rows, kc] * B[kc, panel]
+//       not the last kc: partials to the output;  last: the epilogue (the kernel's stores)
+// so [begin, end) of such a kernel counts tasks (numTasks()), not outer points.
+struct Contraction {
+  enum class BLayout : uint8_t {
+    Packed,  // the B param holds compile-time packed panels: [bBatch][n panels][k][nr], zero-padded
+    Direct,  // B is read in place, row-major (unit column stride); edge panels are copied
+    Copy,    // B is read with any strides: every panel is copied into a packed buffer at run time
+  };
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  // A[b][i][p] is element aOffset + b * aBatchStride + i * aRowStride + p * aColStride of its param
+  // (a transpose or slice folded into the contraction is a stride or an offset), B[b][p][j] likewise.
+  int aSlot = -1;
+  int64_t aOffset = 0, aBatchStride = 0, aRowStride = 0, aColStride = 0;
+  int bSlot = -1;
+  BLayout bLayout = BLayout::Direct;
+  int64_t bOffset = 0, bBatchStride = 0, bRowStride = 0, bColStride = 0;  // Packed: bBatchStride 0 or not
+  // Register tile and cache blocks (multiples of mr / nr), chosen by the target.
+  int lanes = 8;  // f32 lanes of one vector register; nr is a multiple of it
+  int64_t mr = 6, nr = 16, kc = 256, mc = 96, nc = 256;
+  // K blocks keep partial sums in the output (the kernel's one store, f32, at the product's index).
+  bool partialsInOutput = false;
+
+  int64_t mBlocks() const { return (m + mc - 1) / mc; }
+  int64_t nBlocks() const { return (n + nc - 1) / nc; }
+  int64_t numTasks() const { return batch * mBlocks() * nBlocks(); }
+  int64_t nPanels() const { return (n + nr - 1) / nr; }
+  std::string str() const;
+};
+
+// What a CPU target tells lowering about itself to shape its contractions: the register tile comes
+// from the vector width and register count, the cache blocks from the cache sizes.
+struct TileTarget {
+  int lanes = 8;                                                       // f32 lanes per vector register
+  int vectorRegisters = 16;                                            // architectural vector registers
+  int64_t l1Bytes = 32 << 10, l2Bytes = 512 << 10, l3Bytes = 8 << 20;  // per-core L1d/L2, shared L3
+};
+
 struct Kernel {
   std::string name;
   std::vector<ExprNode> exprs;
@@ -88,6 +134,7 @@ struct Kernel {
   std::vector<Reduction> reductions;
   Loop inner;
   std::vector<Store> stores;
+  std::optional<Contraction> contraction;  // set: a target's GEMM computes it (see above)
 
   const ExprNode& expr(ExprId id) const { return exprs[id]; }
   std::string str() const;  // readable dump for --emit=kernel-ir and golden tests
@@ -169,6 +216,8 @@ class KernelBuilder {
     size_t operator()(const ExprNode& n) const;
   };
   std::unordered_map<ExprNode, ExprId, NodeHash> interned_;
+  // unflatten() results: (index, shape dims) -> the flat index they came from.
+  std::map<std::pair<std::vector<ExprId>, std::vector<int64_t>>, ExprId> unflattened_;
 };
 
 // A function from a multi-index (i64 exprs, one per dim of a value) to that value's element there.

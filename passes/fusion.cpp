@@ -47,6 +47,10 @@ bool rereadsInputs(OpKind op) {
   }
 }
 
+// Data movement that reads its input at an affine index (a stride and an offset per dim): a packed
+// contraction folds it into how it reads its operand.
+bool isStridedView(OpKind op) { return op == OpKind::Reshape || op == OpKind::Transpose || op == OpKind::Slice; }
+
 class Partitioner {
  public:
   Partitioner(const Graph& graph, const FusionOptions& options) : options_(options) {
@@ -57,10 +61,12 @@ class Partitioner {
     anchorOf_.assign(nodes_.size(), -1);
     gemmHasBias_.assign(nodes_.size(), false);
     onlyDataMovement_.assign(nodes_.size(), true);
+    stridedViews_.assign(nodes_.size(), true);
     for (size_t i = 0; i < nodes_.size(); ++i) {
       FusionClass fc = opFusionClass(nodes_[i]->op());
       if (fc == FusionClass::Reduction) anchorOf_[i] = static_cast<int>(i);
       onlyDataMovement_[i] = fc == FusionClass::Injective;
+      stridedViews_[i] = isStridedView(nodes_[i]->op());
     }
   }
 
@@ -92,6 +98,7 @@ class Partitioner {
     parent_[from] = into;
     if (anchorOf_[into] < 0) anchorOf_[into] = anchorOf_[from];
     onlyDataMovement_[into] = onlyDataMovement_[into] && onlyDataMovement_[from];
+    stridedViews_[into] = stridedViews_[into] && stridedViews_[from];
   }
   int groupOf(const Node* n) { return find(index_.at(n)); }
 
@@ -172,6 +179,8 @@ class Partitioner {
     if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
     const int anchor = anchorOf_[cg];
     if (anchoredByLibraryGemm(cg)) return FusionDecision::no("the library GEMM reads its operands from memory");
+    if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_) && !stridedViews_[pg])
+      return FusionDecision::no("the packed GEMM reads its operands from memory (only strided views fold into it)");
     if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])
       return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
     return FusionDecision::yes();
@@ -196,6 +205,7 @@ class Partitioner {
   std::vector<int> parent_;
   std::vector<int> anchorOf_;           // per root: the anchor node index, or -1
   std::vector<bool> onlyDataMovement_;  // per root: the group is injective ops only
+  std::vector<bool> stridedViews_;      // per root: the group is strided views only
   std::vector<bool> gemmHasBias_;       // per root anchored by a library GEMM: its bias is fused
 };
 
@@ -205,6 +215,12 @@ bool isLibraryGemm(const Node& n, const FusionOptions& options) {
   if (!options.libraryGemm) return false;
   const OpDef& def = opDef(n.op());
   return def.asGemm && def.asGemm(n).has_value();
+}
+
+bool isPackedContraction(const Node& n, const FusionOptions& options) {
+  if (!options.packedContractions || n.op() != OpKind::MatMul || n.output(0)->dtype() != DType::F32) return false;
+  const OpDef& def = opDef(n.op());
+  return n.input(0)->shape().rank() >= 2 && n.input(1)->shape().rank() >= 2 && def.asGemm && def.asGemm(n).has_value();
 }
 
 std::vector<KernelGroup> partitionIntoKernels(const Graph& graph, const FusionOptions& options) {

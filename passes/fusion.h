@@ -25,11 +25,18 @@ struct FusionOptions {
   // group takes no prologue (the library reads its operands from memory) and only the epilogue the
   // library applies itself: an f32 Add of a bias over the product's columns.
   bool libraryGemm = false;
+  // A MatMul that OpDef::asGemm describes is a packed contraction (the cpu target's GEMM,
+  // ir/lower_contraction.h): it reads its operands from memory, so its group takes no prologue but
+  // strided views (Transpose, Slice, Reshape: folded into its operand strides); any elementwise
+  // epilogue still fuses.
+  bool packedContractions = false;
   std::ostream* debugLog = nullptr;  // receives one line per rejected candidate
 };
 
 // Whether `n` is a library GEMM under `options` (the partitioner and the plan builder agree on it).
 bool isLibraryGemm(const Node& n, const FusionOptions& options);
+// Whether `n` is a packed contraction under `options`.
+bool isPackedContraction(const Node& n, const FusionOptions& options);
 
 // Groups in execution order; every node is in exactly one group. Opaque nodes are alone.
 // Boundaries (inputs/outputs) are filled in.

@@ -25,6 +25,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/Cloning.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <mutex>
@@ -187,6 +188,38 @@ Expected<rt::KernelFn> JitKernels::lookup(const std::string& name) const {
   return it->second;
 }
 
+// The CPU name and feature string for `opts` ("native": the host's).
+void resolveCpu(const CpuTargetOptions& opts, std::string* cpu, std::string* features) {
+  features->clear();
+  if (opts.cpu == "native" || opts.cpu.empty()) {
+    *cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> hostFeatures;
+    if (llvm::sys::getHostCPUFeatures(hostFeatures)) {
+      for (const auto& f : hostFeatures) {
+        if (!features->empty()) *features += ",";
+        *features += f.second ? '+' : '-';
+        features->append(f.first().data(), f.first().size());
+      }
+    }
+  } else {
+    *cpu = opts.cpu;
+  }
+  if (!opts.features.empty()) {
+    if (!features->empty()) *features += ',';
+    *features += opts.features;
+  }
+}
+
+// Whether the feature string enables `name` (the last +name/-name wins, as in LLVM).
+bool hasFeature(const std::string& features, const std::string& name) {
+  bool on = false;
+  for (const std::string& f : splitFeatures(features)) {
+    if (f == "+" + name) on = true;
+    if (f == "-" + name) on = false;
+  }
+  return on;
+}
+
 // ---------------------------------------------------------------------------------------------
 // CpuModule
 
@@ -209,23 +242,7 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   auto impl = std::make_unique<Impl>();
   impl->optLevel = std::clamp(opts.optLevel, 0, 3);
   impl->triple = llvm::sys::getProcessTriple();
-  if (opts.cpu == "native" || opts.cpu.empty()) {
-    impl->cpu = llvm::sys::getHostCPUName().str();
-    llvm::StringMap<bool> hostFeatures;
-    if (llvm::sys::getHostCPUFeatures(hostFeatures)) {
-      for (const auto& f : hostFeatures) {
-        if (!impl->features.empty()) impl->features += ",";
-        impl->features += f.second ? '+' : '-';
-        impl->features.append(f.first().data(), f.first().size());
-      }
-    }
-  } else {
-    impl->cpu = opts.cpu;
-  }
-  if (!opts.features.empty()) {
-    if (!impl->features.empty()) impl->features += ',';
-    impl->features += opts.features;
-  }
+  resolveCpu(opts, &impl->cpu, &impl->features);
 
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(impl->triple, err);
@@ -257,6 +274,36 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
 }
 
 const std::vector<std::string>& CpuModule::kernelNames() const { return impl_->names; }
+
+kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
+  initializeLlvmOnce();
+  std::string cpu, features;
+  resolveCpu(opts, &cpu, &features);
+  kir::TileTarget t;
+  const llvm::Triple triple(llvm::sys::getProcessTriple());
+  const bool x86 = triple.getArch() == llvm::Triple::x86_64;
+  if (x86 && hasFeature(features, "avx512f") && opts.gemmVectorBits != 256) {
+    t.lanes = 16;
+    t.vectorRegisters = 32;
+  } else if (x86 && hasFeature(features, "avx")) {
+    t.lanes = 8;
+    t.vectorRegisters = 16;
+  } else {
+    t.lanes = 4;  // SSE, NEON
+    t.vectorRegisters = triple.isAArch64() ? 32 : 16;
+  }
+  // glibc reports the caches (0 or -1 where it cannot tell: keep the defaults).
+  auto cache = [](int name, int64_t fallback) {
+    const long v = sysconf(name);
+    return v > 0 ? static_cast<int64_t>(v) : fallback;
+  };
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+  t.l1Bytes = cache(_SC_LEVEL1_DCACHE_SIZE, t.l1Bytes);
+  t.l2Bytes = cache(_SC_LEVEL2_CACHE_SIZE, t.l2Bytes);
+  t.l3Bytes = cache(_SC_LEVEL3_CACHE_SIZE, t.l3Bytes);
+#endif
+  return t;
+}
 
 std::string CpuModule::targetCpu() const { return impl_->cpu; }
 

@@ -38,7 +38,14 @@ struct CpuTargetOptions {
   // vectorise; every element then goes through the vector variant (<= 4 ulp, not libm's result).
   // Object files from such modules need -lmvec at link time.
   bool vectorMath = true;
+  // Vector width of the GEMM register tile: 0 picks the widest the target has; 256 keeps AVX-512
+  // hosts on AVX2's tile (NNC_GEMM_VECTOR_BITS=256 in the driver, for measuring both).
+  int gemmVectorBits = 0;
 };
+
+// The host's vector width, vector register count and cache sizes under `opts`, for shaping
+// contractions (ir/lower_contraction.h).
+kir::TileTarget hostTileTarget(const CpuTargetOptions& opts);
 
 // The layout of one nnc_model_kernels entry.
 struct NncKernelEntry {

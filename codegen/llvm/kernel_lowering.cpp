@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/llvm/microkernel.h"
 #include "codegen/llvm/scalar_ops.h"
 
 namespace nnc::codegen::llvmcpu {
@@ -46,7 +47,15 @@ class KernelLowering {
     if (k_.name.empty()) return Status::error("cpu backend: kernel without a name");
     if (m_.getFunction(k_.name)) return Status::error("cpu backend: duplicate kernel name '" + k_.name + "'");
     createFunction();
-    emitOuterLoop();
+    if (k_.contraction) {
+      if (Status st = checkContraction(*k_.contraction); !st) {
+        fn_->eraseFromParent();
+        return Status::error("kernel '" + k_.name + "': " + st.message());
+      }
+      emitContraction(*k_.contraction);
+    } else {
+      emitOuterLoop();
+    }
     b_.CreateRetVoid();
     if (!error_.empty()) {
       fn_->eraseFromParent();
@@ -183,6 +192,275 @@ class KernelLowering {
     f->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
+  }
+
+  // --- contractions (kir::Contraction): a packed, register-tiled GEMM with the kernel's stores as
+  // its epilogue, applied to each tile while it is in L1.
+
+  Status checkContraction(const kir::Contraction& c) const {
+    const size_t rank = k_.outer.extents.size();
+    const bool ok =
+        c.lanes > 0 && c.nr % c.lanes == 0 && c.mr >= 1 && c.mr <= 32 && c.nr <= 256 && c.kc >= 1 && c.mc % c.mr == 0 &&
+        c.nc % c.nr == 0 && c.m >= 1 && c.n >= 1 && c.k >= 1 && rank >= 2 && k_.outer.extents[rank - 2] == c.m &&
+        k_.outer.extents[rank - 1] == c.n && k_.reductions.size() == 1 && k_.stores.size() == 1 &&
+        !k_.stores[0].perInner && c.aSlot >= 0 && static_cast<size_t>(c.aSlot) < k_.params.size() && c.bSlot >= 0 &&
+        static_cast<size_t>(c.bSlot) < k_.params.size() && k_.params[c.aSlot].dtype == DType::F32 &&
+        k_.params[c.bSlot].dtype == DType::F32 &&
+        (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
+        (c.partialsInOutput || c.kc >= c.k) && (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
+    return ok ? Status::ok() : Status::error("inconsistent contraction: " + c.str());
+  }
+
+  Value* smin(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); }
+  Value* i64(int64_t v) { return b_.getInt64(v); }
+
+  void emitContraction(const kir::Contraction& c) {
+    llvm::LLVMContext& ctx = m_.getContext();
+    llvm::Type* f32 = b_.getFloatTy();
+    using BLayout = kir::Contraction::BLayout;
+    const kir::Store& store = k_.stores[0];
+    const size_t rank = k_.outer.extents.size();
+    const size_t batchRank = rank - 2;
+
+    // Per-call scratch: the accumulator tile and, unless B is packed, one kc x nr panel of B.
+    auto alignedAlloca = [&](int64_t floats, const char* name) {
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      llvm::AllocaInst* a = eb.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(floats)), nullptr, name);
+      a->setAlignment(llvm::Align(64));
+      return b_.CreateBitCast(a, f32->getPointerTo());
+    };
+    Value* tile = alignedAlloca(c.mr * c.nr, "tile");
+    Value* panelBuf = c.bLayout == BLayout::Packed ? nullptr : alignedAlloca(std::min(c.kc, c.k) * c.nr, "bpanel");
+    // A's mc x kc block, packed per kc block as row tiles [tile][p][mr]: the microkernel's broadcasts
+    // then read one contiguous stream (in place, rows a power-of-two apart alias in L1's sets).
+    Value* aPacked = alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
+
+    std::vector<llvm::Function*> micro;
+    for (int64_t rows = 1; rows <= c.mr; ++rows)
+      micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), {c.lanes, rows, c.nr, 1, c.mr},
+                                      opts_.cpu, opts_.features));
+
+    const int64_t kBlocks = (c.k + c.kc - 1) / c.kc;
+    const int64_t blocksPerBatch = c.mBlocks() * c.nBlocks();
+    Value* end = smin(fn_->getArg(2), i64(c.numTasks()));  // never past the last task, whatever the caller says
+    Value* base = bases_[store.slot];
+    emitLoop(
+        fn_->getArg(1), end,
+        [&](Value* task) {
+          Value* batch = b_.CreateUDiv(task, i64(blocksPerBatch), "batch");
+          Value* inBatch = b_.CreateURem(task, i64(blocksPerBatch));
+          Value* m0 = b_.CreateMul(b_.CreateUDiv(inBatch, i64(c.nBlocks())), i64(c.mc), "m0");
+          Value* n0 = b_.CreateMul(b_.CreateURem(inBatch, i64(c.nBlocks())), i64(c.nc), "n0");
+          Value* m1 = smin(b_.CreateAdd(m0, i64(c.mc)), i64(c.m));
+          Value* n1 = smin(b_.CreateAdd(n0, i64(c.nc)), i64(c.n));
+          Value* rest = batch;
+          for (size_t d = batchRank; d-- > 0;) {
+            bind(k_.outer.vars[d], b_.CreateURem(rest, i64(k_.outer.extents[d])));
+            rest = b_.CreateUDiv(rest, i64(k_.outer.extents[d]));
+          }
+          Value* aBatch = b_.CreateInBoundsGEP(f32, bases_[c.aSlot],
+                                               b_.CreateAdd(i64(c.aOffset), b_.CreateMul(batch, i64(c.aBatchStride))));
+          Value* bBatch;
+          if (c.bLayout == BLayout::Packed) {
+            Value* packedBatch = c.bBatchStride == 0 ? i64(0) : batch;
+            bBatch =
+                b_.CreateInBoundsGEP(f32, bases_[c.bSlot], b_.CreateMul(packedBatch, i64(c.nPanels() * c.k * c.nr)));
+          } else {
+            bBatch = b_.CreateInBoundsGEP(f32, bases_[c.bSlot],
+                                          b_.CreateAdd(i64(c.bOffset), b_.CreateMul(batch, i64(c.bBatchStride))));
+          }
+          Value* cBatch =
+              c.partialsInOutput ? b_.CreateInBoundsGEP(f32, base, b_.CreateMul(batch, i64(c.m * c.n))) : nullptr;
+          emitLoop(
+              i64(0), i64(kBlocks),
+              [&](Value* kb) {
+                Value* kc0 = b_.CreateMul(kb, i64(c.kc), "kc0");
+                Value* kLen = smin(i64(c.kc), b_.CreateSub(i64(c.k), kc0));
+                Value* first = b_.CreateICmpEQ(kb, i64(0));
+                Value* last = b_.CreateICmpEQ(kb, i64(kBlocks - 1));
+                packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
+                Value* panelEnd = b_.CreateUDiv(b_.CreateAdd(n1, i64(c.nr - 1)), i64(c.nr));
+                emitLoop(
+                    b_.CreateUDiv(n0, i64(c.nr)), panelEnd,
+                    [&](Value* panel) {
+                      Value* j0 = b_.CreateMul(panel, i64(c.nr), "j0");
+                      Value* cols = smin(i64(c.nr), b_.CreateSub(n1, j0));
+                      auto [bPanel, ldb] = panelOperand(c, bBatch, panel, j0, cols, kc0, kLen, panelBuf);
+                      Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
+                      emitLoop(
+                          i64(0), tiles,
+                          [&](Value* t) {
+                            Value* i0 = b_.CreateAdd(m0, b_.CreateMul(t, i64(c.mr)), "i0");
+                            Value* rows = smin(i64(c.mr), b_.CreateSub(m1, i0));
+                            Value* cTile =
+                                cBatch ? b_.CreateInBoundsGEP(f32, cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0))
+                                       : nullptr;
+                            if (cTile) {  // K blocks after the first start from the partial sums in the output
+                              emitIf(b_.CreateNot(first), [&] { copyTile(cTile, c.n, tile, c.nr, rows, cols); });
+                            }
+                            Value* aTile =
+                                b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
+                            callMicrokernel(micro, rows, {aTile, bPanel, ldb, kLen, tile, b_.CreateNot(first)});
+                            auto epilogue = [&] {
+                              emitLoop(
+                                  i64(0), rows,
+                                  [&](Value* i) {
+                                    bind(k_.outer.vars[rank - 2], b_.CreateAdd(i0, i));
+                                    emitLoop(
+                                        i64(0), cols,
+                                        [&](Value* j) {
+                                          bind(k_.outer.vars[rank - 1], b_.CreateAdd(j0, j));
+                                          Value* ptr = b_.CreateInBoundsGEP(
+                                              f32, tile, b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
+                                          reduced_.assign(1, b_.CreateAlignedLoad(f32, ptr, llvm::Align(4)));
+                                          emitStore(store);
+                                        },
+                                        "epi.j");
+                                  },
+                                  "epi.i");
+                            };
+                            if (cTile) {
+                              emitIfElse(last, epilogue, [&] { copyTile(tile, c.nr, cTile, c.n, rows, cols); });
+                            } else {
+                              epilogue();
+                            }
+                          },
+                          "tile");
+                    },
+                    "panel");
+              },
+              "kblock");
+        },
+        "task");
+    (void)ctx;
+  }
+
+  // packed[(t * kLen + p) * mr + i % mr] = A[i][kc0 + p] for rows i in [m0, m1), t = (i - m0) / mr.
+  void packA(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen, Value* packed) {
+    llvm::Type* f32 = b_.getFloatTy();
+    emitLoop(
+        m0, m1,
+        [&](Value* i) {
+          Value* r = b_.CreateSub(i, m0);
+          Value* tileBase = b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateUDiv(r, i64(c.mr)), kLen), i64(c.mr)),
+                                         b_.CreateURem(r, i64(c.mr)));
+          Value* row = b_.CreateInBoundsGEP(
+              f32, aBatch, b_.CreateAdd(b_.CreateMul(i, i64(c.aRowStride)), b_.CreateMul(kc0, i64(c.aColStride))));
+          emitLoop(
+              i64(0), kLen,
+              [&](Value* p) {
+                Value* v = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, row, b_.CreateMul(p, i64(c.aColStride))),
+                                                llvm::Align(4));
+                b_.CreateAlignedStore(
+                    v, b_.CreateInBoundsGEP(f32, packed, b_.CreateAdd(tileBase, b_.CreateMul(p, i64(c.mr)))),
+                    llvm::Align(4));
+              },
+              "apack.p");
+        },
+        "apack.i");
+  }
+
+  // B's kc x nr panel for the microkernel: its pointer and row stride. A packed B is used in place; a
+  // row-major B too, for whole panels; anything else is copied into `buffer` (zero past the columns).
+  std::pair<Value*, Value*> panelOperand(const kir::Contraction& c, Value* bBatch, Value* panel, Value* j0, Value* cols,
+                                         Value* kc0, Value* kLen, Value* buffer) {
+    llvm::Type* f32 = b_.getFloatTy();
+    using BLayout = kir::Contraction::BLayout;
+    if (c.bLayout == BLayout::Packed) {
+      Value* offset = b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(c.k)), kc0), i64(c.nr));
+      return {b_.CreateInBoundsGEP(f32, bBatch, offset), i64(c.nr)};
+    }
+    Value* source = b_.CreateInBoundsGEP(
+        f32, bBatch, b_.CreateAdd(b_.CreateMul(kc0, i64(c.bRowStride)), b_.CreateMul(j0, i64(c.bColStride))));
+    auto copy = [&] {
+      emitLoop(
+          i64(0), kLen,
+          [&](Value* p) {
+            emitLoop(
+                i64(0), i64(c.nr),
+                [&](Value* j) {
+                  Value* inside = b_.CreateICmpSLT(j, cols);
+                  Value* safeJ = b_.CreateSelect(inside, j, i64(0));
+                  Value* src = b_.CreateInBoundsGEP(
+                      f32, source,
+                      b_.CreateAdd(b_.CreateMul(p, i64(c.bRowStride)), b_.CreateMul(safeJ, i64(c.bColStride))));
+                  Value* v = b_.CreateSelect(inside, b_.CreateAlignedLoad(f32, src, llvm::Align(4)),
+                                             llvm::ConstantFP::get(f32, 0.0));
+                  b_.CreateAlignedStore(v,
+                                        b_.CreateInBoundsGEP(f32, buffer, b_.CreateAdd(b_.CreateMul(p, i64(c.nr)), j)),
+                                        llvm::Align(4));
+                },
+                "pack.j");
+          },
+          "pack.p");
+    };
+    if (c.bLayout == BLayout::Copy) {
+      copy();
+      return {buffer, i64(c.nr)};
+    }
+    // Direct: whole panels in place, the last partial one copied.
+    Value* whole = b_.CreateICmpEQ(cols, i64(c.nr));
+    emitIf(b_.CreateNot(whole), copy);
+    return {b_.CreateSelect(whole, source, buffer), b_.CreateSelect(whole, i64(c.bRowStride), i64(c.nr))};
+  }
+
+  // dst[i * dstStride + j] = src[i * srcStride + j] for i < rows, j < cols.
+  void copyTile(Value* src, int64_t srcStride, Value* dst, int64_t dstStride, Value* rows, Value* cols) {
+    llvm::Type* f32 = b_.getFloatTy();
+    emitLoop(
+        i64(0), rows,
+        [&](Value* i) {
+          emitLoop(
+              i64(0), cols,
+              [&](Value* j) {
+                Value* v = b_.CreateAlignedLoad(
+                    f32, b_.CreateInBoundsGEP(f32, src, b_.CreateAdd(b_.CreateMul(i, i64(srcStride)), j)),
+                    llvm::Align(4));
+                b_.CreateAlignedStore(v,
+                                      b_.CreateInBoundsGEP(f32, dst, b_.CreateAdd(b_.CreateMul(i, i64(dstStride)), j)),
+                                      llvm::Align(4));
+              },
+              "copy.j");
+        },
+        "copy.i");
+  }
+
+  // switch (rows) { case r: micro[r - 1](args...); }
+  void callMicrokernel(const std::vector<llvm::Function*>& micro, Value* rows, std::vector<Value*> args) {
+    llvm::LLVMContext& ctx = m_.getContext();
+    auto* done = llvm::BasicBlock::Create(ctx, "micro.done", fn_);
+    llvm::SwitchInst* sw = b_.CreateSwitch(rows, done, static_cast<unsigned>(micro.size()));
+    for (size_t r = 0; r < micro.size(); ++r) {
+      auto* bb = llvm::BasicBlock::Create(ctx, "micro" + std::to_string(r + 1), fn_);
+      sw->addCase(b_.getInt64(static_cast<int64_t>(r + 1)), bb);
+      b_.SetInsertPoint(bb);
+      b_.CreateCall(micro[r], args);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
+  void emitIf(Value* cond, const std::function<void()>& then) { emitIfElse(cond, then, nullptr); }
+
+  void emitIfElse(Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) {
+    llvm::LLVMContext& ctx = m_.getContext();
+    auto* thenBlock = llvm::BasicBlock::Create(ctx, "then", fn_);
+    auto* elseBlock = otherwise ? llvm::BasicBlock::Create(ctx, "else", fn_) : nullptr;
+    auto* join = llvm::BasicBlock::Create(ctx, "join", fn_);
+    b_.CreateCondBr(cond, thenBlock, elseBlock ? elseBlock : join);
+    b_.SetInsertPoint(thenBlock);
+    scopes_.emplace_back();
+    then();
+    scopes_.pop_back();
+    b_.CreateBr(join);
+    if (elseBlock) {
+      b_.SetInsertPoint(elseBlock);
+      scopes_.emplace_back();
+      otherwise();
+      scopes_.pop_back();
+      b_.CreateBr(join);
+    }
+    b_.SetInsertPoint(join);
   }
 
   void emitPoint() {

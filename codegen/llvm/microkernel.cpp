@@ -1,0 +1,95 @@
+// The microkernel loop, per k: nr / lanes vector loads of B, then for each row one broadcast of A and
+// nr / lanes FMAs into that row's accumulators. rows x (nr / lanes) independent accumulators hide
+// the FMA latency (AVX2: 12 chains for a 4-cycle latency at 2 FMAs per cycle), and the loads (B's
+// vectors and A's broadcasts) stay below the FMAs' count, so the loop is FMA-bound.
+#include "codegen/llvm/microkernel.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <vector>
+
+namespace nnc::codegen::llvmcpu {
+
+llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, const MicrokernelShape& s,
+                                const std::string& cpu, const std::string& features) {
+  llvm::LLVMContext& c = module.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Type* f32 = b.getFloatTy();
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* fp = f32->getPointerTo();
+  auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(s.lanes));
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {fp, fp, i64, i64, fp, b.getInt1Ty()}, false);
+  auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
+  fn->setDoesNotThrow();
+  if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
+  if (!features.empty()) fn->addFnAttr("target-features", features);
+  for (unsigned i : {0u, 1u, 4u}) {
+    fn->getArg(i)->addAttr(llvm::Attribute::NoAlias);
+    fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
+  }
+  llvm::Value* a = fn->getArg(0);
+  llvm::Value* bp = fn->getArg(1);
+  llvm::Value* ldb = fn->getArg(2);
+  llvm::Value* kLen = fn->getArg(3);
+  llvm::Value* tile = fn->getArg(4);
+  llvm::Value* accumulate = fn->getArg(5);
+
+  const int64_t vectors = s.nr / s.lanes;
+  const llvm::Align scalarAlign(4);
+  auto* entry = llvm::BasicBlock::Create(c, "entry", fn);
+  auto* loop = llvm::BasicBlock::Create(c, "k", fn);
+  auto* exit = llvm::BasicBlock::Create(c, "done", fn);
+  b.SetInsertPoint(entry);
+  std::vector<llvm::Value*> init;
+  llvm::Value* zero = llvm::ConstantAggregateZero::get(vty);
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t v = 0; v < vectors; ++v) {
+      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, tile, i * s.nr + v * s.lanes);
+      llvm::Value* old = b.CreateAlignedLoad(vty, b.CreateBitCast(ptr, vty->getPointerTo()), scalarAlign);
+      init.push_back(b.CreateSelect(accumulate, old, zero));
+    }
+  b.CreateBr(loop);
+
+  b.SetInsertPoint(loop);
+  llvm::PHINode* p = b.CreatePHI(i64, 2, "p");
+  p->addIncoming(b.getInt64(0), entry);
+  std::vector<llvm::PHINode*> acc;
+  for (size_t t = 0; t < init.size(); ++t) {
+    acc.push_back(b.CreatePHI(vty, 2, "acc"));
+    acc.back()->addIncoming(init[t], entry);
+  }
+  llvm::Value* bRow = b.CreateInBoundsGEP(f32, bp, b.CreateMul(p, ldb));
+  std::vector<llvm::Value*> bv;
+  for (int64_t v = 0; v < vectors; ++v) {
+    llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, bRow, v * s.lanes);
+    bv.push_back(b.CreateAlignedLoad(vty, b.CreateBitCast(ptr, vty->getPointerTo()), scalarAlign, "b"));
+  }
+  llvm::Function* fma = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::fma, {vty});
+  llvm::Value* aCol = b.CreateInBoundsGEP(f32, a, b.CreateMul(p, b.getInt64(s.aColStride)));
+  std::vector<llvm::Value*> next(acc.size());
+  for (int64_t i = 0; i < s.rows; ++i) {
+    llvm::Value* ai = b.CreateAlignedLoad(f32, b.CreateConstInBoundsGEP1_64(f32, aCol, i * s.aRowStride), scalarAlign);
+    llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(s.lanes), ai);
+    for (int64_t v = 0; v < vectors; ++v) {
+      const size_t t = static_cast<size_t>(i * vectors + v);
+      next[t] = b.CreateCall(fma, {splat, bv[static_cast<size_t>(v)], acc[t]});
+    }
+  }
+  llvm::Value* pNext = b.CreateAdd(p, b.getInt64(1), "p.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  p->addIncoming(pNext, loop);
+  for (size_t t = 0; t < acc.size(); ++t) acc[t]->addIncoming(next[t], loop);
+  b.CreateCondBr(b.CreateICmpSLT(pNext, kLen), loop, exit);
+
+  b.SetInsertPoint(exit);
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t v = 0; v < vectors; ++v) {
+      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, tile, i * s.nr + v * s.lanes);
+      b.CreateAlignedStore(next[static_cast<size_t>(i * vectors + v)], b.CreateBitCast(ptr, vty->getPointerTo()),
+                           scalarAlign);
+    }
+  b.CreateRetVoid();
+  return fn;
+}
+
+}  // namespace nnc::codegen::llvmcpu

@@ -1,0 +1,250 @@
+// Contraction kernels: the generic lowering of the group (lowerGroup) plus a kir::Contraction that
+// says how a CPU target tiles it. The tile and blocks follow BLIS's analysis (Van Zee & van de Geijn;
+// Low et al., "Analytical modeling is enough for high-performance BLIS"): the accumulators fill the
+// vector registers; a kc x nr panel of B stays in L1 while the row tiles of an mc x kc block of A,
+// resident in L2, stream past it.
+#include "ir/lower_contraction.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "ir/op_registry.h"
+
+namespace nnc {
+
+namespace {
+
+int64_t roundUp(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// Register tile: nrVectors vectors of columns by mr rows of accumulators, plus the B vectors and one
+// broadcast A value. AVX2 (16 registers, 8 lanes): 6 x 16; AVX-512 (32, 16 lanes): 14 x 32.
+void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
+  const int nrVectors = 2;
+  c.lanes = t.lanes;
+  c.nr = static_cast<int64_t>(nrVectors) * t.lanes;
+  c.mr = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, 14);
+}
+
+// Cache blocks for this shape, then split until there are tasks enough for the thread pool: the
+// thread count is a run-time option, so aim for a few tasks per core of a large machine.
+void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
+  constexpr int64_t kFloat = 4, kMinTasks = 16, kMaxPackedA = 128 << 10;
+  // kc: a kc x nr panel of B in half of L1 (the rest for A's rows and C).
+  c.kc = std::max<int64_t>(16, t.l1Bytes / 2 / (c.nr * kFloat));
+  if (!c.partialsInOutput || c.k <= c.kc + c.kc / 4) c.kc = c.k;  // one block; no short tail block
+  // mc: an mc x kc block of A in half of L2; nc: a kc x nc block of B in a share of L3.
+  c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
+  c.mc = std::min(c.mc, roundUp(c.m, c.mr));
+  // The packed A block lives on the kernel's stack: keep it small.
+  c.mc = std::max<int64_t>(c.mr, std::min(c.mc, kMaxPackedA / (c.kc * kFloat) / c.mr * c.mr));
+  c.nc = std::max<int64_t>(c.nr, t.l3Bytes / 4 / (c.kc * kFloat) / c.nr * c.nr);
+  c.nc = std::min(c.nc, roundUp(c.n, c.nr));
+  while (c.numTasks() < kMinTasks) {
+    // Split rows while a block keeps several row tiles (B panels are reused across them), then columns.
+    if (c.mc >= 4 * c.mr && c.mBlocks() * 2 <= (c.m + c.mr - 1) / c.mr) {
+      c.mc = roundUp(c.mc / 2, c.mr);
+    } else if (c.nc >= 2 * c.nr) {
+      c.nc = roundUp(c.nc / 2, c.nr);
+    } else if (c.mc >= 2 * c.mr) {
+      c.mc = roundUp(c.mc / 2, c.mr);
+    } else {
+      break;
+    }
+  }
+}
+
+// An i64 index expression as offset + sum(coefficient * var), when it is one (constants, loop
+// variables, +, -, and products with a constant); nullopt otherwise (div/mod, loads, selects).
+struct Affine {
+  int64_t offset = 0;
+  std::map<kir::ExprId, int64_t> coefficients;  // by Var expression
+  int64_t of(kir::ExprId var) const {
+    auto it = coefficients.find(var);
+    return it == coefficients.end() ? 0 : it->second;
+  }
+};
+
+std::optional<Affine> affine(const kir::Kernel& k, kir::ExprId e) {
+  const kir::ExprNode& n = k.expr(e);
+  if (n.dtype != DType::I64) return std::nullopt;
+  switch (n.op) {
+    case kir::ExprOp::Const: return Affine{n.ival, {}};
+    case kir::ExprOp::Var: return Affine{0, {{e, 1}}};
+    case kir::ExprOp::Add:
+    case kir::ExprOp::Sub: {
+      std::optional<Affine> a = affine(k, n.a), b = affine(k, n.b);
+      if (!a || !b) return std::nullopt;
+      const int64_t sign = n.op == kir::ExprOp::Add ? 1 : -1;
+      a->offset += sign * b->offset;
+      for (const auto& [var, coef] : b->coefficients) a->coefficients[var] += sign * coef;
+      return a;
+    }
+    case kir::ExprOp::Mul: {
+      std::optional<Affine> a = affine(k, n.a), b = affine(k, n.b);
+      if (!a || !b) return std::nullopt;
+      if (!a->coefficients.empty() && !b->coefficients.empty()) return std::nullopt;
+      if (!a->coefficients.empty()) std::swap(a, b);  // a is the constant
+      b->offset *= a->offset;
+      for (auto& [var, coef] : b->coefficients) coef *= a->offset;
+      return b;
+    }
+    default: return std::nullopt;
+  }
+}
+
+// An operand's element (batch b, row or column r, reduction index p) at
+// offset + b * batchStride + r * rowStride + p * colStride, from its load index in the kernel.
+struct Strides {
+  int64_t offset, batch, row, col;
+};
+
+// `vars`: the outer loop's batch vars, then the row var (m for A, n for B); `p` the reduction var.
+std::optional<Strides> operandStrides(const kir::Kernel& k, kir::ExprId index,
+                                      const std::vector<kir::ExprId>& batchVars, kir::ExprId rowVar,
+                                      kir::ExprId otherVar, kir::ExprId p, const std::vector<int64_t>& batchExtents) {
+  std::optional<Affine> a = affine(k, index);
+  if (!a || a->of(otherVar) != 0) return std::nullopt;
+  Strides s{a->offset, 0, a->of(rowVar), a->of(p)};
+  size_t known = (a->of(rowVar) != 0) + (a->of(p) != 0);
+  // The batch is flattened: each batch var's coefficient must be the batch stride times the
+  // product of the later batch extents (or every one 0: a broadcast operand).
+  int64_t later = 1;
+  bool first = true;
+  for (size_t d = batchVars.size(); d-- > 0;) {
+    const int64_t coef = a->of(batchVars[d]);
+    known += coef != 0;
+    if (batchExtents[d] != 1) {
+      if (first) {
+        s.batch = coef;
+        first = false;
+      } else if (coef != s.batch * later) {
+        return std::nullopt;
+      }
+      later *= batchExtents[d];
+    }
+  }
+  if (known != a->coefficients.size()) return std::nullopt;  // another var: not an operand access
+  return s;
+}
+
+}  // namespace
+
+Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group, const std::string& kernelName,
+                                                             const kir::TileTarget& target) {
+  using Result = std::optional<LoweredContraction>;
+  const Node* mm = nullptr;
+  for (const Node* n : group.nodes) {
+    if (n->op() == OpKind::MatMul && !mm) {
+      mm = n;
+    } else if (opFusionClass(n->op()) != FusionClass::Elementwise && opFusionClass(n->op()) != FusionClass::Injective) {
+      return Result();
+    }
+  }
+  if (!mm || group.outputs.size() != 1) return Result();
+  const Value* a = mm->input(0);
+  const Value* b = mm->input(1);
+  const Value* out = group.outputs.front();
+  if (a->dtype() != DType::F32 || a->shape().rank() < 2 || b->shape().rank() < 2 ||
+      out->shape() != mm->output(0)->shape() || out->shape().numel() == 0)
+    return Result();
+  std::optional<rt::GemmParams> gemm = opDef(OpKind::MatMul).asGemm(*mm);
+  if (!gemm) return Result();
+
+  kir::Contraction c;
+  c.batch = gemm->batch;
+  c.m = gemm->m;
+  c.n = gemm->n;
+  c.k = gemm->k;
+  c.partialsInOutput = out->dtype() == DType::F32;
+  chooseTile(target, c);
+  chooseBlocks(target, c);
+  // Without K blocks, one packed row tile holds all of K: bound it (the kernel's stack).
+  if (c.mc * c.kc * 4 > (256 << 10)) return Result();
+
+  // A constant B read as it is (no prologue) is packed into panels at compile time.
+  std::map<const Value*, InputLayout> layouts;
+  LoweredContraction result;
+  const bool packB = b->isConstant() && std::find(group.inputs.begin(), group.inputs.end(), b) != group.inputs.end();
+  if (packB) {
+    c.bLayout = kir::Contraction::BLayout::Packed;
+    const int64_t batches = gemm->strideB == 0 ? 1 : c.batch;
+    const int64_t panels = c.nPanels(), k = c.k, nr = c.nr;
+    const Shape bShape = b->shape();
+    layouts[b] = {batches * panels * k * nr,
+                  [bShape, panels, k, nr](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
+                    // idx = [batch dims..., p, j] -> ((batch * panels + j / nr) * k + p) * nr + j % nr
+                    const size_t rank = idx.size();
+                    std::vector<kir::ExprId> batchIdx(idx.begin(), idx.end() - 2);
+                    std::vector<int64_t> batchDims(bShape.dims().begin(), bShape.dims().end() - 2);
+                    kir::ExprId flatBatch = kb.flatIndex(batchIdx, Shape(batchDims));
+                    kir::ExprId p = idx[rank - 2], j = idx[rank - 1];
+                    kir::ExprId nrConst = kb.i64(nr);
+                    kir::ExprId panel = kb.add(kb.mul(flatBatch, kb.i64(panels)), kb.div(j, nrConst));
+                    kir::ExprId row = kb.add(kb.mul(panel, kb.i64(k)), p);
+                    return kb.add(kb.mul(row, nrConst), kb.binary(kir::ExprOp::Rem, j, nrConst));
+                  }};
+    result.packedValue = b;
+  }
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName, layouts));
+  if (kernels.size() != 1) return Result();
+  result.lowered = std::move(kernels.front());
+  kir::Kernel& kernel = result.lowered.kernel;
+  if (kernel.reductions.size() != 1 || kernel.stores.size() != 1 || kernel.stores.front().perInner ||
+      kernel.outer.extents.size() < 2 || kernel.reductions[0].loop.vars.size() != 1)
+    return Result();
+
+  // The operands as the kernel reads them: body = A[...] * B[...], each index affine in the loop
+  // variables (a transpose, slice or reshape folded into the MatMul is a stride or an offset).
+  const kir::ExprNode& body = kernel.expr(kernel.reductions[0].body);
+  if (body.op != kir::ExprOp::Mul) return Result();
+  const kir::ExprNode& loadA = kernel.expr(body.a);
+  const kir::ExprNode& loadB = kernel.expr(body.b);
+  if (loadA.op != kir::ExprOp::Load || loadB.op != kir::ExprOp::Load) return Result();
+  const size_t rank = kernel.outer.vars.size();
+  const std::vector<kir::ExprId> batchVars(kernel.outer.vars.begin(), kernel.outer.vars.end() - 2);
+  const std::vector<int64_t> batchExtents(kernel.outer.extents.begin(), kernel.outer.extents.end() - 2);
+  const kir::ExprId mVar = kernel.outer.vars[rank - 2], nVar = kernel.outer.vars[rank - 1];
+  const kir::ExprId p = kernel.reductions[0].loop.vars[0];
+  std::optional<Strides> sa = operandStrides(kernel, loadA.a, batchVars, mVar, nVar, p, batchExtents);
+  if (!sa || kernel.params[loadA.slot].dtype != DType::F32) return Result();
+  c.aSlot = loadA.slot;
+  c.aOffset = sa->offset;
+  c.aBatchStride = sa->batch;
+  c.aRowStride = sa->row;
+  c.aColStride = sa->col;
+  c.bSlot = loadB.slot;
+  if (!packB) {
+    std::optional<Strides> sb = operandStrides(kernel, loadB.a, batchVars, nVar, mVar, p, batchExtents);
+    if (!sb || kernel.params[loadB.slot].dtype != DType::F32) return Result();
+    c.bOffset = sb->offset;
+    c.bBatchStride = sb->batch;
+    c.bRowStride = sb->col;  // B[b][p][j]: p is the reduction var, j the column
+    c.bColStride = sb->row;
+    c.bLayout = c.bColStride == 1 ? kir::Contraction::BLayout::Direct : kir::Contraction::BLayout::Copy;
+  } else {
+    c.bBatchStride = gemm->strideB;
+  }
+  kernel.contraction = c;
+  return Result(std::move(result));
+}
+
+Tensor packPanels(const Tensor& b, int64_t nr) {
+  const Shape& s = b.shape();
+  const int64_t k = s[s.rank() - 2], n = s[s.rank() - 1];
+  const int64_t batches = k * n == 0 ? 0 : b.numel() / (k * n);
+  const int64_t panels = (n + nr - 1) / nr;
+  Tensor packed(DType::F32, Shape({batches * panels * k * nr}));
+  const float* src = b.dataAs<float>();
+  float* dst = packed.mutableDataAs<float>();
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t panel = 0; panel < panels; ++panel)
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t j0 = panel * nr, cols = std::min(nr, n - j0);
+        float* row = dst + ((bi * panels + panel) * k + p) * nr;
+        std::memcpy(row, src + (bi * k + p) * n + j0, static_cast<size_t>(cols) * sizeof(float));
+      }
+  return packed;
+}
+
+}  // namespace nnc
