@@ -241,9 +241,16 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
       NNC_CHECK(static_cast<int>(outs.size()) >= n->numOutputs(), "lowering returned too few outputs");
       // An epilogue node computes at the domain of the anchored value it reads.
       const Domain* domain = nullptr;
+      Domain reshaped;
       for (Value* in : n->inputs()) {
         auto it = in ? domains.find(in) : domains.end();
         if (it != domains.end()) {
+          if (n->op() == OpKind::Reshape) {  // the same flat position, at the new shape's index
+            reshaped = {kb.unflatten(kb.flatIndex(it->second.index, in->shape()), n->output(0)->shape()),
+                        it->second.perInner};
+            domain = &reshaped;
+            break;
+          }
           if (in->shape() != n->output(0)->shape())
             return Status::error(n->diagPrefix() + "reads a reduction result at another shape; cannot fuse");
           domain = &it->second;

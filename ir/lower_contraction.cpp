@@ -146,7 +146,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const Value* b = mm->input(1);
   const Value* out = group.outputs.front();
   if (a->dtype() != DType::F32 || a->shape().rank() < 2 || b->shape().rank() < 2 ||
-      out->shape() != mm->output(0)->shape() || out->shape().numel() == 0)
+      out->shape().numel() != mm->output(0)->shape().numel() || out->shape().numel() == 0)
     return Result();
   std::optional<rt::GemmParams> gemm = opDef(OpKind::MatMul).asGemm(*mm);
   if (!gemm) return Result();

@@ -137,7 +137,13 @@ class Partitioner {
   }
 
   FusionDecision canBeEpilogue(const Node* n, const Value* in) {
-    if (opFusionClass(n->op()) != FusionClass::Elementwise) return FusionDecision::no("not elementwise");
+    // A reshape keeps each element's flat position: after a packed contraction (conv-to-gemm's
+    // [N, M, P] -> [N, M, H, W]) it is an epilogue, so the bias and activation after it fuse too.
+    const bool reshapeOfContraction = n->op() == OpKind::Reshape && in->producer() &&
+                                      anchorOf_[groupOf(in->producer())] >= 0 &&
+                                      isPackedContraction(*nodes_[anchorOf_[groupOf(in->producer())]], options_);
+    if (opFusionClass(n->op()) != FusionClass::Elementwise && !reshapeOfContraction)
+      return FusionDecision::no("not elementwise");
     if (n->numOutputs() != 1) return FusionDecision::no("several outputs");
     const Node* p = in->producer();
     if (!p) return FusionDecision::no("input is not computed");
@@ -145,7 +151,8 @@ class Partitioner {
     if (anchorOf_[g] < 0) return FusionDecision::no("producer group has no anchor");
     if (in->users().size() != 1 || in->isGraphOutput())
       return FusionDecision::no("'" + in->name() + "' has other users");
-    if (in->shape() != n->output(0)->shape()) return FusionDecision::no("broadcasts the anchor's result");
+    if (in->shape() != n->output(0)->shape() && !reshapeOfContraction)
+      return FusionDecision::no("broadcasts the anchor's result");
     if (liveResults(g) != 1) return FusionDecision::no("anchor group has several results");
     if (anchoredByLibraryGemm(g)) return canBeGemmEpilogue(n, in, g);
     return FusionDecision::yes();

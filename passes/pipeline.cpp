@@ -25,7 +25,7 @@ struct PipelineEntry {
 // clang-format off
 constexpr PipelineEntry kPipeline[] = {
   // Target lowering first (at every level: -O0's eager runs use the same library calls).
-  {"conv-to-gemm",       convToGemm,                    0, false, "cuda", "group-1 Conv as Im2Col + MatMul (cuBLASLt) + bias Add"},
+  {"conv-to-gemm",       convToGemm,                    0, false, nullptr, "group-1 Conv as Im2Col + MatMul (cuBLASLt; the cpu's packed GEMM) + bias Add"},
   // Clean-ups first, so folding and CSE see canonical forms.
   {"simplify",           simplify,                      1, true,  nullptr, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
   {"fold-constants",     foldConstants,                 1, false, nullptr, "evaluate nodes whose inputs are constants (reference evaluator)"},

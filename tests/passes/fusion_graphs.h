@@ -165,6 +165,9 @@ struct FusionCase {
   const char* text;
   int groupsFused;   // kernel groups with fusion on (-O1 and up)
   int kernelsFused;  // kernels + builtins those groups lower to
+  // Through the cpu driver, where conv-to-gemm first turns a Conv into Im2Col + MatMul + Reshape
+  // (+ bias Add) and the MatMul is a packed contraction, when that differs: groups at -O2 (= kernels).
+  int cpuKernelsFused = -1;
 };
 
 inline constexpr FusionCase kFusionCases[] = {
@@ -183,7 +186,7 @@ inline constexpr FusionCase kFusionCases[] = {
     {"LayerNormRelu", kLayerNormRelu, 1, 1},
     {"ReduceSandwich", kReduceSandwich, 1, 1},
     {"SliceIntoMatMul", kSliceIntoMatMul, 1, 1},
-    {"ConvReluPool", kConvReluPool, 2, 2},
+    {"ConvReluPool", kConvReluPool, 2, 2, 3},  // cpu: Im2Col | gemm + reshape + bias + Relu | MaxPool
     {"GatherReduce", kGatherReduce, 1, 1},
     {"SoftmaxEpilogue", kSoftmaxEpilogue, 1, 1},
     {"ArgMaxCast", kArgMaxCast, 1, 1},
