@@ -1,5 +1,5 @@
-// Conv as a GEMM, for targets that call a GEMM library (cuda: cuBLASLt). A Conv with group 1 in f32
-// or f64 becomes
+// Conv as a GEMM, for every target (cuda: a cuBLASLt call; cpu: a packed contraction). A Conv with
+// group 1 in f32 or f64 becomes
 //   cols = Im2Col(X)                  [N, C*K, P]    (K taps per channel, P output positions)
 //   prod = MatMul(W as [M, C*K], cols) [N, M, P]      one batched GEMM, W shared by every image
 //   Y    = Reshape(prod, [N, M, out...]), then Add(Y, B as [M, 1, ...]) when there is a bias
@@ -7,8 +7,9 @@
 // column matrix. Constant W and B are reshaped here (no node). Grouped Convs (depthwise ones above
 // all) stay kernels: as GEMMs they would be many tiny ones.
 //
-// The fusion policy then makes the MatMul a library call and the Reshape, the bias Add and whatever
-// pointwise ops follow one kernel (or inlines them into the next Conv's Im2Col).
+// On cuda the fusion policy then makes the MatMul a library call and the Reshape, the bias Add and
+// whatever pointwise ops follow one kernel (or inlines them into the next Conv's Im2Col); on the cpu
+// the Reshape, the bias Add and the pointwise ops are the contraction's epilogue.
 #include "ir/builder.h"
 #include "passes/pass.h"
 

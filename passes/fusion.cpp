@@ -10,6 +10,9 @@
 //      elementwise and data-movement producers; anchors that re-read inputs many times (MatMul,
 //      Conv, pools, ...) take only pure data movement, so no arithmetic is recomputed per MAC.
 // A producer with several users is materialised once (no duplication yet).
+// With FusionOptions::packedContractions (the cpu), an f32 MatMul is a packed GEMM: it takes as
+// prologue only strided views (Transpose, Slice, Reshape: folded into its operand strides), and a
+// Reshape right after it joins its epilogue (same flat positions).
 // With FusionOptions::libraryGemm, a MatMul that becomes a library call takes no prologue, and as
 // epilogue only an f32 bias Add over its columns (what cuBLASLt fuses exactly); the rest of a
 // pointwise chain after it becomes the next kernel. (cuBLASLt's Relu epilogue is not used: it turns
