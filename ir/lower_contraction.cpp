@@ -75,9 +75,13 @@ std::optional<Affine> affine(const kir::Kernel& k, kir::ExprId e) {
     case kir::ExprOp::Sub: {
       std::optional<Affine> a = affine(k, n.a), b = affine(k, n.b);
       if (!a || !b) return std::nullopt;
-      const int64_t sign = n.op == kir::ExprOp::Add ? 1 : -1;
-      a->offset += sign * b->offset;
-      for (const auto& [var, coef] : b->coefficients) a->coefficients[var] += sign * coef;
+      // Overflow in any step (hostile shapes) means: not an operand access we can prove.
+      auto combine = [&](int64_t x, int64_t y, int64_t* r) {
+        return n.op == kir::ExprOp::Add ? !__builtin_add_overflow(x, y, r) : !__builtin_sub_overflow(x, y, r);
+      };
+      if (!combine(a->offset, b->offset, &a->offset)) return std::nullopt;
+      for (const auto& [var, coef] : b->coefficients)
+        if (!combine(a->coefficients[var], coef, &a->coefficients[var])) return std::nullopt;
       return a;
     }
     case kir::ExprOp::Mul: {
@@ -85,8 +89,9 @@ std::optional<Affine> affine(const kir::Kernel& k, kir::ExprId e) {
       if (!a || !b) return std::nullopt;
       if (!a->coefficients.empty() && !b->coefficients.empty()) return std::nullopt;
       if (!a->coefficients.empty()) std::swap(a, b);  // a is the constant
-      b->offset *= a->offset;
-      for (auto& [var, coef] : b->coefficients) coef *= a->offset;
+      if (__builtin_mul_overflow(b->offset, a->offset, &b->offset)) return std::nullopt;
+      for (auto& [var, coef] : b->coefficients)
+        if (__builtin_mul_overflow(coef, a->offset, &coef)) return std::nullopt;
       return b;
     }
     default: return std::nullopt;

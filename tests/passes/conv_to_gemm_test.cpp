@@ -1,4 +1,4 @@
-// conv-to-gemm (the cuda target's Conv lowering) as text: the rewrite, and what it leaves alone. The
+// conv-to-gemm (every target's group-1 Conv lowering) as text: the rewrite, and what it leaves alone. The
 // numerics are in tests/driver/conv_to_gemm_numerics_test.cpp.
 #include "tests/passes/pass_test_util.h"
 
