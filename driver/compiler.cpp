@@ -139,8 +139,24 @@ Expected<Program> compileProgram(Graph& graph, const CompileOptions& options) {
   }
   program.report.arenaBytes = program.lowered.plan.arenaSize;
   program.report.weightBytes = program.lowered.weights.size();
-  for (const rt::Step& step : program.lowered.plan.steps)
-    for (int32_t b : step.args) program.report.bytesMoved += program.lowered.plan.buffers[b].size;
+  std::map<std::string, const kir::Kernel*> kernelsByName;
+  for (const kir::Kernel& k : program.lowered.kernels) kernelsByName[k.name] = &k;
+  for (const rt::Step& step : program.lowered.plan.steps) {
+    CompileReport::StepCost cost;
+    cost.name = step.name;
+    cost.origin = step.origin;
+    for (int32_t b : step.args) cost.bytes += program.lowered.plan.buffers[b].size;
+    program.report.bytesMoved += cost.bytes;
+    auto k = kernelsByName.find(step.name);
+    if (step.kind == rt::StepKind::Kernel && k != kernelsByName.end() && k->second->contraction) {
+      const kir::Contraction& c = *k->second->contraction;
+      cost.flops = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.m) * static_cast<double>(c.n) *
+                   static_cast<double>(c.k);
+      cost.shape = std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+                   std::to_string(c.k) + " tile " + std::to_string(c.mr) + "x" + std::to_string(c.nr);
+    }
+    program.report.steps.push_back(std::move(cost));
+  }
   program.report.plan = rt::printPlan(program.lowered.plan);
 #if NNC_HAVE_CUDA
   if (options.target == "cuda") {

@@ -47,6 +47,15 @@ struct CompileReport {
   uint64_t arenaBytes = 0;
   uint64_t weightBytes = 0;
   uint64_t bytesMoved = 0;  // sum over steps of the bytes their buffers hold (reads + writes)
+  // Per plan step (same order as the plan's steps): what it costs, for `nnc bench --per-kernel`.
+  struct StepCost {
+    std::string name;    // kernel / builtin / library symbol
+    std::string origin;  // the graph nodes it computes
+    double flops = 0;    // floating-point operations of a contraction (2 m n k per batch); 0 otherwise
+    uint64_t bytes = 0;  // bytes of the buffers it reads and writes
+    std::string shape;   // a contraction's "batch x m x n x k" and tile; empty otherwise
+  };
+  std::vector<StepCost> steps;
 };
 
 // An in-process compiled model; runs on host buffers.

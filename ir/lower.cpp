@@ -275,9 +275,17 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
       }
     } else {
       const Shape shape = outputs.front()->shape();
-      std::vector<kir::ExprId> vars = kb.setOuter(shape.dims());
+      // The loop domain: the output's shape, or the shape its producer prefers to be walked in.
+      Shape walked = shape;
+      const Node* producer = outputs.front()->producer();
+      if (outputs.size() == 1 && producer && opDef(producer->op()).iterationShape) {
+        Shape preferred = opDef(producer->op()).iterationShape(*producer);
+        if (preferred.numel() == shape.numel()) walked = preferred;
+      }
+      std::vector<kir::ExprId> vars = kb.setOuter(walked.dims());
+      const std::vector<kir::ExprId> index = walked == shape ? vars : kb.unflatten(kb.flatIndex(vars, walked), shape);
       for (size_t i = 0; i < outputs.size(); ++i)
-        kb.addStore(outputSlots[i], kb.flatIndex(vars, shape), gens[outputs[i]](vars), /*perInner=*/false);
+        kb.addStore(outputSlots[i], kb.flatIndex(index, shape), gens[outputs[i]](index), /*perInner=*/false);
     }
     lowered.kernel = kb.finish();
     result.push_back(std::move(lowered));

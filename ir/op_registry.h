@@ -123,6 +123,11 @@ struct OpDef {
   // allow one, for targets that call a GEMM library (cuda: cuBLASLt); nullopt otherwise, and the node
   // is lowered to a kernel as on every other target. Absent for ops that are never a GEMM.
   std::function<std::optional<rt::GemmParams>(const Node&)> asGemm;
+  // For an Injective op whose output is better walked in another shape of the same elements (flat
+  // positions unchanged): the loop domain of a kernel whose one output this op computes. Im2Col's
+  // [N, C*K, P] is walked as [N, C*K, out...], so its innermost loop runs along an output row and its
+  // index arithmetic simplifies to affine (no div/mod per element).
+  std::function<Shape(const Node&)> iterationShape;
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
 };

@@ -237,6 +237,9 @@ ExprId KernelBuilder::binary(ExprOp op, ExprId a, ExprId b) {
     if (op == ExprOp::Mul && ca && x == 1) return b;
     if ((op == ExprOp::Mul || op == ExprOp::Div || op == ExprOp::FloorDiv) && cb && y == 1) return a;
     if ((op == ExprOp::FloorMod || op == ExprOp::Rem) && cb && y == 1) return constantInt(t, 0);
+    if ((op == ExprOp::FloorDiv || op == ExprOp::FloorMod) && t == DType::I64 && cb && y > 1 && !ca) {
+      if (ExprId simplified = simplifyDivMod(op, a, y); simplified != kNoExpr) return simplified;
+    }
   }
   if (t == DType::Bool && ca && cb) {
     if (op == ExprOp::And) return boolean(x && y);
@@ -315,31 +318,81 @@ std::vector<ExprId> KernelBuilder::unflatten(ExprId flat, const Shape& shape) {
   return index;
 }
 
-ExprId KernelBuilder::newVar() {
+ExprId KernelBuilder::newVar(int64_t extent) {
   ExprNode n{ExprOp::Var, DType::I64};
   n.ival = nextVar_++;
-  return intern(n);
+  const ExprId v = intern(n);
+  varExtent_[v] = extent;
+  return v;
+}
+
+ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
+  // a as constant + sum(coefficient * term); terms are any subexpressions.
+  std::vector<std::pair<ExprId, int64_t>> terms;
+  int64_t constant = 0;
+  bool ok = true;
+  std::function<void(ExprId, int64_t)> collect = [&](ExprId e, int64_t scale) {
+    const ExprNode& n = kernel_.exprs[e];
+    int64_t c = 0;
+    if (!ok) return;
+    if (isConstInt(e, &c)) {
+      ok = !__builtin_mul_overflow(c, scale, &c) && !__builtin_add_overflow(constant, c, &constant);
+    } else if (n.op == ExprOp::Add || n.op == ExprOp::Sub) {
+      collect(n.a, scale);
+      int64_t negated = 0;
+      ok = ok && !__builtin_mul_overflow(scale, n.op == ExprOp::Sub ? -1 : 1, &negated);
+      collect(n.b, negated);
+    } else if (n.op == ExprOp::Mul && (isConstInt(n.a, &c) || isConstInt(n.b, &c))) {
+      int64_t scaled = 0;
+      ok = !__builtin_mul_overflow(scale, c, &scaled);
+      collect(isConstInt(n.a) ? n.b : n.a, scaled);
+    } else {
+      terms.emplace_back(e, scale);
+    }
+  };
+  collect(a, 1);
+  if (!ok || terms.size() > 16) return kNoExpr;
+  // Split into a multiple of the divisor and a remainder part whose range must be [0, divisor).
+  const int64_t quotientConstant = floorDiv(constant, divisor);
+  const int64_t remainderConstant = constant - quotientConstant * divisor;
+  int64_t lo = remainderConstant, hi = remainderConstant;
+  for (const auto& [term, coef] : terms) {
+    if (coef % divisor == 0) continue;
+    auto extent = varExtent_.find(term);
+    if (extent == varExtent_.end() || extent->second < 1) return kNoExpr;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(coef, extent->second - 1, &span)) return kNoExpr;
+    if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) return kNoExpr;
+  }
+  if (lo < 0 || hi >= divisor) return kNoExpr;
+  const bool quotient = op == ExprOp::FloorDiv;
+  ExprId result = i64(quotient ? quotientConstant : remainderConstant);
+  for (const auto& [term, coef] : terms) {
+    if ((coef % divisor == 0) != quotient) continue;
+    result = add(result, mul(term, i64(quotient ? coef / divisor : coef)));
+  }
+  return result;
 }
 
 std::vector<ExprId> KernelBuilder::setOuter(const std::vector<int64_t>& extents) {
   NNC_CHECK(!outerSet_, "outer loop set twice");
   outerSet_ = true;
   kernel_.outer.extents = extents;
-  for (size_t i = 0; i < extents.size(); ++i) kernel_.outer.vars.push_back(newVar());
+  for (size_t i = 0; i < extents.size(); ++i) kernel_.outer.vars.push_back(newVar(extents[i]));
   return kernel_.outer.vars;
 }
 
 std::vector<ExprId> KernelBuilder::setInner(const std::vector<int64_t>& extents) {
   NNC_CHECK(kernel_.inner.vars.empty() && kernel_.inner.extents.empty(), "inner loop set twice");
   kernel_.inner.extents = extents;
-  for (size_t i = 0; i < extents.size(); ++i) kernel_.inner.vars.push_back(newVar());
+  for (size_t i = 0; i < extents.size(); ++i) kernel_.inner.vars.push_back(newVar(extents[i]));
   return kernel_.inner.vars;
 }
 
 std::vector<ExprId> KernelBuilder::reductionVars(const std::vector<int64_t>& extents) {
   Loop loop;
   loop.extents = extents;
-  for (size_t i = 0; i < extents.size(); ++i) loop.vars.push_back(newVar());
+  for (size_t i = 0; i < extents.size(); ++i) loop.vars.push_back(newVar(extents[i]));
   pendingLoops_.push_back(loop);
   return loop.vars;
 }

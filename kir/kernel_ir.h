@@ -207,7 +207,12 @@ class KernelBuilder {
 
  private:
   ExprId intern(const ExprNode& n);
-  ExprId newVar();
+  ExprId newVar(int64_t extent);
+  // FloorDiv/FloorMod of an affine i64 expression by a constant > 1, when the loop variables'
+  // ranges prove the remainder part lies in [0, divisor): ((a * d + b) / d -> a, % d -> b). kNoExpr
+  // when they do not.
+  ExprId simplifyDivMod(ExprOp op, ExprId a, int64_t divisor);
+  std::unordered_map<ExprId, int64_t> varExtent_;  // every loop variable's extent
   Kernel kernel_;
   bool outerSet_ = false;
   int nextVar_ = 0;

@@ -285,7 +285,11 @@ class KernelLowering {
                     [&](Value* panel) {
                       Value* j0 = b_.CreateMul(panel, i64(c.nr), "j0");
                       Value* cols = smin(i64(c.nr), b_.CreateSub(n1, j0));
-                      auto [bPanel, ldb] = panelOperand(c, bBatch, panel, j0, cols, kc0, kLen, panelBuf);
+                      // (Not a structured binding: clang 14 cannot capture one in the lambdas below.)
+                      const std::pair<Value*, Value*> operand =
+                          panelOperand(c, bBatch, panel, j0, cols, kc0, kLen, panelBuf);
+                      Value* bPanel = operand.first;
+                      Value* ldb = operand.second;
                       Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
                       emitLoop(
                           i64(0), tiles,

@@ -431,6 +431,14 @@ OpDef im2colDef() {
     ctx.setOutput(0, ctx.inType(0), out);
     return Status::ok();
   };
+  d.iterationShape = [](const Node& node) {
+    Window w;
+    NNC_CHECK(ops::kernelShapeWindow(node, &w).isOk(), "Im2Col lowered without inference");
+    const Shape& y = node.output(0)->shape();
+    std::vector<int64_t> dims = {y[0], y[1]};
+    dims.insert(dims.end(), w.out.begin(), w.out.end());
+    return Shape(dims);
+  };
   d.lowerElement = [](LowerContext& ctx) -> std::vector<ElementGen> {
     KernelBuilder* kb = &ctx.kb;
     Window w;

@@ -211,6 +211,27 @@ TEST_F(BenchCommand, JsonParsesWithTheDocumentedKeys) {
   EXPECT_LE(runs.array[1]["p10_ms"].number, runs.array[1]["p90_ms"].number);
 }
 
+TEST_F(BenchCommand, PerKernelRatesContractionsAgainstTheMeasuredPeak) {
+  // y = relu(x @ W + b): one packed contraction with its epilogue.
+  OnnxModel m;
+  m.input("x", {8, 64});
+  m.floats("w", {64, 48}, std::vector<float>(64 * 48, 0.5f));
+  m.floats("b", {48}, std::vector<float>(48, 1.0f));
+  m.node("MatMul", {"x", "w"}, {"p"}, "mm");
+  m.node("Add", {"p", "b"}, {"q"}, "bias");
+  m.node("Relu", {"q"}, {"y"}, "act");
+  m.output("y");
+  writeFile(dir / "mlp.onnx", m.bytes());
+  RunResult r = nnc({"bench", "mlp.onnx", "--iterations=3", "--warmup=1", "--threads=1", "--per-kernel"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  EXPECT_TRUE(contains(r.out, "per kernel, -O2, 1 thread(s): median of 3 runs; FMA peak ")) << r.out;
+  // step, ms, share, GFLOP/s, % of peak, GB/s, kernel, [batch x m x n x k tile] nodes
+  static const std::regex row(
+      R"(\s+0\s+[0-9.]+\s+100\.0%\s+[0-9.]+\s+[0-9]+%\s+[0-9.]+\s+nnc_k0_matmul\s+\[1x8x48x64 tile \d+x\d+\] mm, bias, act\n)");
+  EXPECT_TRUE(std::regex_search(r.out, row)) << r.out;
+  EXPECT_TRUE(contains(r.out, "total ")) << r.out;
+}
+
 TEST_F(BenchCommand, JsonEscapesTheModelPath) {
   writeFile(dir / "we\"ird\\name.onnx", addReluMulModel().bytes());
   RunResult r = nnc({"bench", "we\"ird\\name.onnx", "--iterations=1", "--warmup=0", "--json"});

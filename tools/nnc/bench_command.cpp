@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tools/nnc/cli.h"
+#include "tools/nnc/fma_probe.h"
 
 namespace nnc::cli {
 
@@ -101,6 +102,63 @@ Expected<Timing> measure(const std::string& path, const CommonOptions& base, int
   return t;
 }
 
+// Each plan step of the model at optLevel: median seconds over the iterations, with what the
+// compiler says it costs; printed slowest first against this machine's measured FMA peak.
+int profileSteps(const std::string& path, const CommonOptions& base, int optLevel, const std::vector<Tensor>& inputs) {
+  CommonOptions o = base;
+  o.compile.optLevel = optLevel;
+  Expected<std::unique_ptr<LoadedModel>> loaded = loadModel(path, o);
+  if (!loaded) return fail(loaded.status().message());
+  LoadedModel& model = **loaded;
+  if (!model.report() || o.compile.target != "cpu") return fail("--per-kernel profiles cpu models only");
+  const std::vector<CompileReport::StepCost>& costs = model.report()->steps;
+  std::vector<std::vector<double>> samples(costs.size());
+  std::vector<double> seconds;
+  for (int i = 0; i < base.warmup + std::max(1, base.iterations); ++i) {
+    Expected<std::vector<Tensor>> out = model.run(inputs, &seconds);
+    if (!out) return fail(out.status().message());
+    if (i < base.warmup) continue;
+    for (size_t s = 0; s < costs.size() && s < seconds.size(); ++s) samples[s].push_back(seconds[s]);
+  }
+  // Threads: contractions split over all of them, so the ceiling is the per-thread peak times threads.
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const int threads = o.compile.numThreads > 0 ? o.compile.numThreads : static_cast<int>(std::max(1L, cores));
+  const double peak = measureFmaPeakGflops() * threads;
+  struct Row {
+    size_t step;
+    double ms;
+  };
+  std::vector<Row> rows;
+  double total = 0;
+  for (size_t s = 0; s < costs.size(); ++s) {
+    std::vector<double>& v = samples[s];
+    std::sort(v.begin(), v.end());
+    const double ms = v.empty() ? 0 : v[v.size() / 2] * 1e3;
+    rows.push_back({s, ms});
+    total += ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  std::printf("\nper kernel, -O%d, %d thread(s): median of %d runs; FMA peak %.1f GFLOP/s (measured: %d x %.1f)\n",
+              optLevel, threads, std::max(1, base.iterations), peak, threads, peak / threads);
+  std::printf("%5s %10s %6s %9s %7s %8s  %-34s %s\n", "step", "ms", "share", "GFLOP/s", "% peak", "GB/s", "kernel",
+              "nodes");
+  for (const Row& r : rows) {
+    const CompileReport::StepCost& c = costs[r.step];
+    const double s = r.ms / 1e3;
+    char flops[32] = "", pct[16] = "";
+    if (c.flops > 0 && s > 0) {
+      std::snprintf(flops, sizeof flops, "%.1f", c.flops / s / 1e9);
+      if (peak > 0) std::snprintf(pct, sizeof pct, "%.0f%%", 100 * c.flops / s / 1e9 / peak);
+    }
+    std::string origin = c.origin.size() > 60 ? c.origin.substr(0, 57) + "..." : c.origin;
+    if (!c.shape.empty()) origin = "[" + c.shape + "] " + origin;
+    std::printf("%5zu %10.3f %5.1f%% %9s %7s %8.1f  %-34s %s\n", r.step, r.ms, total > 0 ? 100 * r.ms / total : 0,
+                flops, pct, s > 0 ? static_cast<double>(c.bytes) / s / 1e9 : 0.0, c.name.c_str(), origin.c_str());
+  }
+  std::printf("total %.3f ms over %zu steps\n", total, costs.size());
+  return 0;
+}
+
 }  // namespace
 
 int benchCommand(const CommonOptions& o) {
@@ -146,6 +204,7 @@ int benchCommand(const CommonOptions& o) {
     std::printf("%-14s %8d %14llu %11.3f %11.3f %11.3f\n", t.label.c_str(), t.kernels,
                 static_cast<unsigned long long>(t.bytesMoved), t.percentile(0.5), t.percentile(0.1), t.percentile(0.9));
   std::printf("\nfused vs eager: %.2fx (median)\n", speedup);
+  if (o.perKernel) return profileSteps(path, o, fusedLevel, inputs);
   return 0;
 }
 

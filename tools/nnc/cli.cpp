@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "passes/pipeline.h"
+#include "runtime/model_handle.h"
 
 namespace nnc::cli {
 
@@ -147,6 +148,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       o.shardCount = n;
     } else if (arg == "--json") {
       o.json = true;
+    } else if (arg == "--per-kernel") {
+      o.perKernel = true;
     } else if (arg == "--time-passes") {
       o.compile.timePasses = true;
     } else if (arg == "--print-after-all") {
@@ -246,7 +249,7 @@ std::vector<nnc_tensor_info> LoadedModel::outputInfos() {
   return infos;
 }
 
-Expected<std::vector<Tensor>> LoadedModel::run(const std::vector<Tensor>& inputs) {
+Expected<std::vector<Tensor>> LoadedModel::run(const std::vector<Tensor>& inputs, std::vector<double>* stepSeconds) {
   nnc_model* m = handle();
   std::vector<nnc_tensor> in;
   for (const Tensor& t : inputs)
@@ -262,6 +265,13 @@ Expected<std::vector<Tensor>> LoadedModel::run(const std::vector<Tensor>& inputs
   for (Tensor& t : outputs)
     out.push_back({t.mutableData(), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())), t.shape().rank(),
                    t.shape().dims().data()});
+  if (stepSeconds) {
+    if (!report() || !m->executor) return Status::error("per-step times need a cpu model compiled by this nnc");
+    std::string error;
+    if (m->executor->run(in.data(), in.size(), out.data(), out.size(), &error, stepSeconds) != NNC_OK)
+      return Status::error(error);
+    return outputs;
+  }
   if (api().run(m, in.data(), in.size(), out.data(), out.size()) != NNC_OK) return Status::error(api().lastError(m));
   return outputs;
 }

@@ -29,6 +29,7 @@ struct CommonOptions {
   double rtol = 1e-3, atol = 1e-7;            // nnc test (ONNX backend test defaults)
   int shardIndex = 0, shardCount = 1;         // nnc test --shard=K/N
   int iterations = 50, warmup = 5;            // nnc bench
+  bool perKernel = false;                     // nnc bench --per-kernel
   bool json = false;
   bool verbose = false;
 };
@@ -57,8 +58,9 @@ class LoadedModel {
 
   std::vector<nnc_tensor_info> inputInfos();
   std::vector<nnc_tensor_info> outputInfos();
-  // Runs on tensors (inputs in model order); outputs allocated from the model's info.
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // Runs on tensors (inputs in model order); outputs allocated from the model's info. With
+  // stepSeconds, a model compiled in this process for the cpu records each plan step's time.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* stepSeconds = nullptr);
 };
 Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options);
 

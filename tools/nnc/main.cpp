@@ -16,7 +16,7 @@ const char kUsage[] =
     "usage: nnc MODEL.onnx -o MODEL.so [options]       compile to a shared library\n"
     "       nnc run MODEL.onnx|MODEL.so --input NAME=FILE.pb ... [--output-dir DIR]\n"
     "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE] [--shard=K/N]\n"
-    "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--json]\n"
+    "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--json] [--per-kernel]\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
     "  --target=cpu|cuda            code generation target (default cpu)\n"
@@ -30,6 +30,8 @@ const char kUsage[] =
     "                               execution plan (buffers, steps, GPU mappings), or LLVM IR\n"
     "  --emit=cuda|ptx              with --target=cuda: print the kernels' CUDA C++ or PTX (needs no GPU)\n"
     "  --dump-graph=FILE.dot        write the fused graph as Graphviz\n"
+    "  --per-kernel                 bench: each step of the fused plan — median time, share, GFLOP/s and %\n"
+    "                               of this machine's measured FMA peak for contractions, GB/s — slowest first\n"
     "  --time-passes  --print-after-all  --verify-each  --disable-pass=NAME  --threads=N  -v\n";
 
 int runNnc(int argc, char** argv) {
