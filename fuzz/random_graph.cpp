@@ -406,6 +406,17 @@ class ValidGen {
     op(OpKind::Tile, {x}, a);
   }
   void matmul(Value* x) {
+    if (c_.percent(20)) {
+      // A contraction around the CPU's register tiles and K blocks (mr 6/14, nr 16/32, kc 128/256):
+      // skinny or a few row tiles, K across a block boundary, N across a panel; any epilogue.
+      const int64_t m = c_.percent(30) ? 1 : c_.range(2, 30), k = c_.range(1, 300), n = c_.range(1, 40);
+      Value* a = newInput(DType::F32, Shape{m, k});
+      Value* w = c_.percent(60) ? newConst(DType::F32, Shape{k, n}) : newInput(DType::F32, Shape{k, n});
+      Value* y = op(OpKind::MatMul, {a, w});
+      if (!y || !b_.status()) return;
+      epilogue(y, Shape{n});
+      return;
+    }
     if (x->shape().rank() == 0 || x->shape().numel() > 512) return binary(x);
     if (x->dtype() != DType::F32 && x->dtype() != DType::F64 && c_.percent(50)) x = asFloat(x);
     int rank = x->shape().rank();

@@ -189,6 +189,8 @@ class Partitioner {
     if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
     const int anchor = anchorOf_[cg];
     if (anchoredByLibraryGemm(cg)) return FusionDecision::no("the library GEMM reads its operands from memory");
+    if (p->op() == OpKind::Pad && (consumer->op() == OpKind::Conv || consumer->op() == OpKind::Im2Col))
+      return FusionDecision::no("the padding stays materialised: the window reads it at affine indices");
     if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_) && !stridedViews_[pg])
       return FusionDecision::no("the packed GEMM reads its operands from memory (only strided views fold into it)");
     if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])

@@ -17,8 +17,11 @@ Expected<bool> eliminateCommonSubexpressions(Graph& graph);
 Expected<bool> foldConstants(Graph& graph);
 // Local algebraic clean-ups: identities, casts to the same type, reshape/transpose chains.
 Expected<bool> simplify(Graph& graph);
-// cuda: group-1 Conv as Im2Col + MatMul (a cuBLASLt GEMM) + Reshape (+ bias Add).
+// Group-1 Conv as Im2Col + MatMul (cuda: a cuBLASLt GEMM; cpu: a packed contraction) + Reshape
+// (+ bias Add).
 Expected<bool> convToGemm(Graph& graph);
+// cpu: a padded Conv or Im2Col reads a zero Pad of its input, so its taps are affine loads.
+Expected<bool> explicitPadding(Graph& graph);
 // Gives every graph output its own computed value (an Identity copy for outputs that are graph
 // inputs, constants, or listed twice), so the runtime can write each output buffer once.
 Expected<bool> materializeOutputs(Graph& graph);

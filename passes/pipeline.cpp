@@ -26,6 +26,7 @@ struct PipelineEntry {
 constexpr PipelineEntry kPipeline[] = {
   // Target lowering first (at every level: -O0's eager runs use the same library calls).
   {"conv-to-gemm",       convToGemm,                    0, false, nullptr, "group-1 Conv as Im2Col + MatMul (cuBLASLt; the cpu's packed GEMM) + bias Add"},
+  {"explicit-padding",   explicitPadding,               0, false, "cpu",   "a padded Conv/Im2Col reads a zero Pad of its input (affine taps)"},
   // Clean-ups first, so folding and CSE see canonical forms.
   {"simplify",           simplify,                      1, true,  nullptr, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
   {"fold-constants",     foldConstants,                 1, false, nullptr, "evaluate nodes whose inputs are constants (reference evaluator)"},
