@@ -409,7 +409,10 @@ class ValidGen {
     if (c_.percent(20)) {
       // A contraction around the CPU's register tiles and K blocks (mr 6/14, nr 16/32, kc 128/256):
       // skinny or a few row tiles, K across a block boundary, N across a panel; any epilogue.
-      const int64_t m = c_.percent(30) ? 1 : c_.range(2, 30), k = c_.range(1, 300), n = c_.range(1, 40);
+      // One in ten: K past the CPU's K block (2048 to 4096), so partial sums cross K blocks.
+      const bool longK = c_.percent(10);
+      const int64_t m = c_.percent(30) ? 1 : c_.range(2, longK ? 4 : 30), n = c_.range(1, 40);
+      const int64_t k = longK ? c_.range(4100, 5000) : c_.range(1, 300);
       Value* a = newInput(DType::F32, Shape{m, k});
       Value* w = c_.percent(60) ? newConst(DType::F32, Shape{k, n}) : newInput(DType::F32, Shape{k, n});
       Value* y = op(OpKind::MatMul, {a, w});

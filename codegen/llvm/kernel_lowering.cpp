@@ -299,12 +299,23 @@ class KernelLowering {
                             Value* cTile =
                                 cBatch ? b_.CreateInBoundsGEP(f32, cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0))
                                        : nullptr;
-                            if (cTile) {  // K blocks after the first start from the partial sums in the output
-                              emitIf(b_.CreateNot(first), [&] { copyTile(cTile, c.n, tile, c.nr, rows, cols); });
+                            // Partial sums of earlier K blocks live in the output: a whole tile is read
+                            // and written there in place; an edge tile goes through the scratch tile.
+                            // The last K block leaves the tile in scratch for the epilogue.
+                            Value* whole = cTile ? b_.CreateICmpEQ(cols, i64(c.nr)) : b_.getFalse();
+                            if (cTile) {
+                              emitIf(b_.CreateAnd(b_.CreateNot(first), b_.CreateNot(whole)),
+                                     [&] { copyTile(cTile, c.n, tile, c.nr, rows, cols); });
                             }
+                            Value* src = cTile ? b_.CreateSelect(whole, cTile, tile) : tile;
+                            Value* ldSrc = b_.CreateSelect(whole, i64(c.n), i64(c.nr));
+                            Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(last));
+                            Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, tile) : tile;
+                            Value* ldDst = b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
                             Value* aTile =
                                 b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
-                            callMicrokernel(micro, rows, {aTile, bPanel, ldb, kLen, tile, b_.CreateNot(first)});
+                            callMicrokernel(micro, rows,
+                                            {aTile, bPanel, ldb, kLen, src, ldSrc, b_.CreateNot(first), dst, ldDst});
                             auto epilogue = [&] {
                               emitLoop(
                                   i64(0), rows,
@@ -324,7 +335,9 @@ class KernelLowering {
                                   "epi.i");
                             };
                             if (cTile) {
-                              emitIfElse(last, epilogue, [&] { copyTile(tile, c.nr, cTile, c.n, rows, cols); });
+                              emitIfElse(last, epilogue, [&] {
+                                emitIf(b_.CreateNot(whole), [&] { copyTile(tile, c.nr, cTile, c.n, rows, cols); });
+                              });
                             } else {
                               epilogue();
                             }

@@ -19,21 +19,21 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Type* i64 = b.getInt64Ty();
   llvm::Type* fp = f32->getPointerTo();
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(s.lanes));
-  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {fp, fp, i64, i64, fp, b.getInt1Ty()}, false);
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64}, false);
   auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
   fn->setDoesNotThrow();
   if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
   if (!features.empty()) fn->addFnAttr("target-features", features);
-  for (unsigned i : {0u, 1u, 4u}) {
-    fn->getArg(i)->addAttr(llvm::Attribute::NoAlias);
-    fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
-  }
+  for (unsigned i : {0u, 1u, 4u, 7u}) fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
   llvm::Value* a = fn->getArg(0);
   llvm::Value* bp = fn->getArg(1);
   llvm::Value* ldb = fn->getArg(2);
   llvm::Value* kLen = fn->getArg(3);
-  llvm::Value* tile = fn->getArg(4);
-  llvm::Value* accumulate = fn->getArg(5);
+  llvm::Value* src = fn->getArg(4);
+  llvm::Value* ldSrc = fn->getArg(5);
+  llvm::Value* accumulate = fn->getArg(6);
+  llvm::Value* dst = fn->getArg(7);
+  llvm::Value* ldDst = fn->getArg(8);
 
   const int64_t vectors = s.nr / s.lanes;
   const llvm::Align scalarAlign(4);
@@ -43,21 +43,36 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   b.SetInsertPoint(entry);
   std::vector<llvm::Value*> init;
   llvm::Value* zero = llvm::ConstantAggregateZero::get(vty);
-  for (int64_t i = 0; i < s.rows; ++i)
+  // Partial sums are read only when accumulating (src holds nothing otherwise).
+  auto* loadBlock = llvm::BasicBlock::Create(c, "partials", fn);
+  auto* start = llvm::BasicBlock::Create(c, "start", fn);
+  b.CreateCondBr(accumulate, loadBlock, start);
+  b.SetInsertPoint(loadBlock);
+  std::vector<llvm::Value*> loaded;
+  for (int64_t i = 0; i < s.rows; ++i) {
+    llvm::Value* row = b.CreateInBoundsGEP(f32, src, b.CreateMul(b.getInt64(i), ldSrc));
     for (int64_t v = 0; v < vectors; ++v) {
-      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, tile, i * s.nr + v * s.lanes);
-      llvm::Value* old = b.CreateAlignedLoad(vty, b.CreateBitCast(ptr, vty->getPointerTo()), scalarAlign);
-      init.push_back(b.CreateSelect(accumulate, old, zero));
+      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, row, v * s.lanes);
+      loaded.push_back(b.CreateAlignedLoad(vty, b.CreateBitCast(ptr, vty->getPointerTo()), scalarAlign));
     }
+  }
+  b.CreateBr(start);
+  b.SetInsertPoint(start);
+  for (llvm::Value* partial : loaded) {
+    llvm::PHINode* phi = b.CreatePHI(vty, 2);
+    phi->addIncoming(zero, entry);
+    phi->addIncoming(partial, loadBlock);
+    init.push_back(phi);
+  }
   b.CreateBr(loop);
 
   b.SetInsertPoint(loop);
   llvm::PHINode* p = b.CreatePHI(i64, 2, "p");
-  p->addIncoming(b.getInt64(0), entry);
+  p->addIncoming(b.getInt64(0), start);
   std::vector<llvm::PHINode*> acc;
   for (size_t t = 0; t < init.size(); ++t) {
     acc.push_back(b.CreatePHI(vty, 2, "acc"));
-    acc.back()->addIncoming(init[t], entry);
+    acc.back()->addIncoming(init[t], start);
   }
   llvm::Value* bRow = b.CreateInBoundsGEP(f32, bp, b.CreateMul(p, ldb));
   std::vector<llvm::Value*> bv;
@@ -84,7 +99,8 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   b.SetInsertPoint(exit);
   for (int64_t i = 0; i < s.rows; ++i)
     for (int64_t v = 0; v < vectors; ++v) {
-      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, tile, i * s.nr + v * s.lanes);
+      llvm::Value* row = b.CreateInBoundsGEP(f32, dst, b.CreateMul(b.getInt64(i), ldDst));
+      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, row, v * s.lanes);
       b.CreateAlignedStore(next[static_cast<size_t>(i * vectors + v)], b.CreateBitCast(ptr, vty->getPointerTo()),
                            scalarAlign);
     }

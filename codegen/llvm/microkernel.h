@@ -17,12 +17,14 @@ struct MicrokernelShape {
 };
 
 // Emits an internal function
-//   void <name>(const float* a, const float* b, int64_t ldb, int64_t kLen, float* tile, i1 accumulate)
+//   void <name>(const float* a, const float* b, int64_t ldb, int64_t kLen,
+//               const float* src, int64_t ldSrc, i1 accumulate, float* dst, int64_t ldDst)
 // computing, for i < rows and j < nr,
-//   tile[i * nr + j] = (accumulate ? tile[i * nr + j] : 0) + sum_{p < kLen} a[i * aRowStride + p * aColStride] * b[p *
-//   ldb + j]
+//   dst[i * ldDst + j] = (accumulate ? src[i * ldSrc + j] : 0)
+//                        + sum_{p < kLen} a[i * aRowStride + p * aColStride] * b[p * ldb + j]
 // with the rows x nr accumulators in vector registers (one FMA per lane, rounded once). kLen >= 1.
-// b's rows must be readable as whole vectors (nr floats each).
+// b's rows, and src's and dst's, must be readable/writable as whole vectors (nr floats each): the
+// caller passes the output itself for whole tiles, a scratch tile at the edges. src may be dst.
 llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, const MicrokernelShape& shape,
                                 const std::string& cpu, const std::string& features);
 
