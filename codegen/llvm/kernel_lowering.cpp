@@ -389,25 +389,29 @@ class KernelLowering {
     }
     Value* source = b_.CreateInBoundsGEP(
         f32, bBatch, b_.CreateAdd(b_.CreateMul(kc0, i64(c.bRowStride)), b_.CreateMul(j0, i64(c.bColStride))));
+    // Row by row: the columns present (a plain copy LLVM vectorises when the columns are unit-stride),
+    // then zeros up to nr; no per-element select, so an edge panel costs about a memcpy.
     auto copy = [&] {
       emitLoop(
           i64(0), kLen,
           [&](Value* p) {
+            Value* srcRow = b_.CreateInBoundsGEP(f32, source, b_.CreateMul(p, i64(c.bRowStride)));
+            Value* dstRow = b_.CreateInBoundsGEP(f32, buffer, b_.CreateMul(p, i64(c.nr)));
             emitLoop(
-                i64(0), i64(c.nr),
+                i64(0), cols,
                 [&](Value* j) {
-                  Value* inside = b_.CreateICmpSLT(j, cols);
-                  Value* safeJ = b_.CreateSelect(inside, j, i64(0));
-                  Value* src = b_.CreateInBoundsGEP(
-                      f32, source,
-                      b_.CreateAdd(b_.CreateMul(p, i64(c.bRowStride)), b_.CreateMul(safeJ, i64(c.bColStride))));
-                  Value* v = b_.CreateSelect(inside, b_.CreateAlignedLoad(f32, src, llvm::Align(4)),
-                                             llvm::ConstantFP::get(f32, 0.0));
-                  b_.CreateAlignedStore(v,
-                                        b_.CreateInBoundsGEP(f32, buffer, b_.CreateAdd(b_.CreateMul(p, i64(c.nr)), j)),
-                                        llvm::Align(4));
+                  Value* v = b_.CreateAlignedLoad(
+                      f32, b_.CreateInBoundsGEP(f32, srcRow, b_.CreateMul(j, i64(c.bColStride))), llvm::Align(4));
+                  b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(f32, dstRow, j), llvm::Align(4));
                 },
                 "pack.j");
+            emitLoop(
+                cols, i64(c.nr),
+                [&](Value* j) {
+                  b_.CreateAlignedStore(llvm::ConstantFP::get(f32, 0.0), b_.CreateInBoundsGEP(f32, dstRow, j),
+                                        llvm::Align(4));
+                },
+                "pack.zero");
           },
           "pack.p");
     };
