@@ -74,6 +74,9 @@ class PlanBuilder {
         if (contraction && contraction->packedValue == v) {
           const int64_t nr = contraction->lowered.kernel.contraction->nr;
           if (!packedBufferOf_.count({v, nr})) packedBufferOf_[{v, nr}] = addWeight(packPanels(v->constant(), nr));
+        } else if (contraction && contraction->packedA == v) {
+          const int64_t mr = contraction->lowered.kernel.contraction->mr;  // keyed -mr: row tiles, not panels
+          if (!packedBufferOf_.count({v, -mr})) packedBufferOf_[{v, -mr}] = addWeight(packRowTiles(v->constant(), mr));
         } else if (v->isConstant() && !bufferOf_.count(v)) {
           bufferOf_[v] = addWeight(v->constant());
         }
@@ -170,8 +173,11 @@ class PlanBuilder {
     step.name = lk.kernel.name;
     for (size_t slot = 0; slot < lk.params.size(); ++slot) {
       const Value* v = lk.params[slot];
-      const bool packed = static_cast<int>(slot) == c.bSlot && contraction.packedValue == v;
-      step.args.push_back(packed ? packedBufferOf_.at({v, c.nr}) : bufferOf(v));
+      const bool packedB = static_cast<int>(slot) == c.bSlot && contraction.packedValue == v;
+      const bool packedA = static_cast<int>(slot) == c.aSlot && contraction.packedA == v;
+      step.args.push_back(packedB   ? packedBufferOf_.at({v, c.nr})
+                          : packedA ? packedBufferOf_.at({v, -c.mr})
+                                    : bufferOf(v));
     }
     step.outerSize = c.numTasks();  // a contraction's outer points are its tasks
     step.workPerPoint = std::max<int64_t>(1, c.mc * c.nc * c.k);
@@ -236,7 +242,8 @@ class PlanBuilder {
   const std::optional<kir::TileTarget> contractionTarget_;
   std::vector<std::optional<LoweredContraction>> contractions_;  // per group
   std::map<const Value*, int32_t> bufferOf_;
-  std::map<std::pair<const Value*, int64_t>, int32_t> packedBufferOf_;  // (value, nr) -> its packed panels
+  // (value, nr) -> its packed B panels; (value, -mr) -> its packed A row tiles
+  std::map<std::pair<const Value*, int64_t>, int32_t> packedBufferOf_;
   std::map<const Value*, passes::BufferLifetime> lifetimes_;
 };
 

@@ -39,8 +39,8 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   // mc: an mc x kc block of A in half of L2; nc: a kc x nc block of B in a share of L3.
   c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
   c.mc = std::min(c.mc, roundUp(c.m, c.mr));
-  // The packed A block lives on the kernel's stack: keep it small.
-  c.mc = std::max<int64_t>(c.mr, std::min(c.mc, kMaxPackedA / (c.kc * kFloat) / c.mr * c.mr));
+  // An A block packed at run time lives on the kernel's stack: keep it small.
+  if (!c.aPacked) c.mc = std::max<int64_t>(c.mr, std::min(c.mc, kMaxPackedA / (c.kc * kFloat) / c.mr * c.mr));
   c.nc = std::max<int64_t>(c.nr, t.l3Bytes / 4 / (c.kc * kFloat) / c.nr * c.nr);
   c.nc = std::min(c.nc, roundUp(c.n, c.nr));
   while (c.numTasks() < kMinTasks) {
@@ -165,15 +165,39 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   c.n = gemm->n;
   c.k = gemm->k;
   c.partialsInOutput = out->dtype() == DType::F32;
+  // Constant operands read as they are (no prologue) are packed at compile time: B into panels, A
+  // (a conv's weights) into row tiles.
+  auto readDirectly = [&](const Value* v) {
+    return v->isConstant() && std::find(group.inputs.begin(), group.inputs.end(), v) != group.inputs.end();
+  };
+  const bool packB = readDirectly(b);
+  c.aPacked = readDirectly(a) && a != b;
   chooseTile(target, c);
   chooseBlocks(target, c);
-  // Without K blocks, one packed row tile holds all of K: bound it (the kernel's stack).
-  if (c.mc * c.kc * 4 > (256 << 10)) return Result();
+  // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack).
+  if (!c.aPacked && c.mc * c.kc * 4 > (256 << 10)) return Result();
 
-  // A constant B read as it is (no prologue) is packed into panels at compile time.
   std::map<const Value*, InputLayout> layouts;
   LoweredContraction result;
-  const bool packB = b->isConstant() && std::find(group.inputs.begin(), group.inputs.end(), b) != group.inputs.end();
+  if (c.aPacked) {
+    const int64_t batches = gemm->strideA == 0 ? 1 : c.batch;
+    const int64_t tiles = c.mTiles(), k = c.k, mr = c.mr;
+    const Shape aShape = a->shape();
+    layouts[a] = {batches * tiles * k * mr,
+                  [aShape, tiles, k, mr](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
+                    // idx = [batch dims..., i, p] -> ((batch * tiles + i / mr) * k + p) * mr + i % mr
+                    const size_t rank = idx.size();
+                    std::vector<kir::ExprId> batchIdx(idx.begin(), idx.end() - 2);
+                    std::vector<int64_t> batchDims(aShape.dims().begin(), aShape.dims().end() - 2);
+                    kir::ExprId flatBatch = kb.flatIndex(batchIdx, Shape(batchDims));
+                    kir::ExprId i = idx[rank - 2], p = idx[rank - 1];
+                    kir::ExprId mrConst = kb.i64(mr);
+                    kir::ExprId tile = kb.add(kb.mul(flatBatch, kb.i64(tiles)), kb.div(i, mrConst));
+                    kir::ExprId row = kb.add(kb.mul(tile, kb.i64(k)), p);
+                    return kb.add(kb.mul(row, mrConst), kb.binary(kir::ExprOp::Rem, i, mrConst));
+                  }};
+    result.packedA = a;
+  }
   if (packB) {
     c.bLayout = kir::Contraction::BLayout::Packed;
     const int64_t batches = gemm->strideB == 0 ? 1 : c.batch;
@@ -214,13 +238,18 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const std::vector<int64_t> batchExtents(kernel.outer.extents.begin(), kernel.outer.extents.end() - 2);
   const kir::ExprId mVar = kernel.outer.vars[rank - 2], nVar = kernel.outer.vars[rank - 1];
   const kir::ExprId p = kernel.reductions[0].loop.vars[0];
-  std::optional<Strides> sa = operandStrides(kernel, loadA.a, batchVars, mVar, nVar, p, batchExtents);
-  if (!sa || kernel.params[loadA.slot].dtype != DType::F32) return Result();
+  if (kernel.params[loadA.slot].dtype != DType::F32) return Result();
   c.aSlot = loadA.slot;
-  c.aOffset = sa->offset;
-  c.aBatchStride = sa->batch;
-  c.aRowStride = sa->row;
-  c.aColStride = sa->col;
+  if (c.aPacked) {
+    c.aBatchStride = gemm->strideA;
+  } else {
+    std::optional<Strides> sa = operandStrides(kernel, loadA.a, batchVars, mVar, nVar, p, batchExtents);
+    if (!sa) return Result();
+    c.aOffset = sa->offset;
+    c.aBatchStride = sa->batch;
+    c.aRowStride = sa->row;
+    c.aColStride = sa->col;
+  }
   c.bSlot = loadB.slot;
   if (!packB) {
     std::optional<Strides> sb = operandStrides(kernel, loadB.a, batchVars, nVar, mVar, p, batchExtents);
@@ -235,6 +264,20 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   }
   kernel.contraction = c;
   return Result(std::move(result));
+}
+
+Tensor packRowTiles(const Tensor& a, int64_t mr) {
+  const Shape& s = a.shape();
+  const int64_t m = s[s.rank() - 2], k = s[s.rank() - 1];
+  const int64_t batches = m * k == 0 ? 0 : a.numel() / (m * k);
+  const int64_t tiles = (m + mr - 1) / mr;
+  Tensor packed(DType::F32, Shape({batches * tiles * k * mr}));
+  const float* src = a.dataAs<float>();
+  float* dst = packed.mutableDataAs<float>();
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) dst[((bi * tiles + i / mr) * k + p) * mr + i % mr] = src[(bi * m + i) * k + p];
+  return packed;
 }
 
 Tensor packPanels(const Tensor& b, int64_t nr) {

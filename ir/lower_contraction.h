@@ -17,6 +17,8 @@ struct LoweredContraction {
   // With a packed B (BLayout::Packed): the value packed and its param slot; the plan binds that slot
   // to packPanels(value) in the weights instead of the value itself.
   const Value* packedValue = nullptr;
+  // With a packed A (Contraction::aPacked): the value, bound to packRowTiles(value) likewise.
+  const Value* packedA = nullptr;
 };
 
 // The group as a contraction kernel for `target`, or nullopt when it is not one: its anchor must be
@@ -27,5 +29,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
 
 // B ([batch..., k, n], f32) as panels [batch][ceil(n / nr)][k][nr], columns past n zero.
 Tensor packPanels(const Tensor& b, int64_t nr);
+// A ([batch..., m, k], f32) as row tiles [batch][ceil(m / mr)][k][mr], rows past m zero.
+Tensor packRowTiles(const Tensor& a, int64_t mr);
 
 }  // namespace nnc

@@ -110,6 +110,10 @@ struct Contraction {
   int64_t mr = 6, nr = 16, kc = 256, mc = 96, nc = 256;
   // K blocks keep partial sums in the output (the kernel's one store, f32, at the product's index).
   bool partialsInOutput = false;
+  // The A param holds compile-time packed row tiles [aBatch][ceil(m / mr)][k][mr] (zero rows past m),
+  // so the kernel packs nothing at run time (constant A: a conv's weights); aBatchStride 0 or not.
+  bool aPacked = false;
+  int64_t mTiles() const { return (m + mr - 1) / mr; }
 
   int64_t mBlocks() const { return (m + mc - 1) / mc; }
   int64_t nBlocks() const { return (n + nc - 1) / nc; }

@@ -233,7 +233,7 @@ class KernelLowering {
     Value* panelBuf = c.bLayout == BLayout::Packed ? nullptr : alignedAlloca(std::min(c.kc, c.k) * c.nr, "bpanel");
     // A's mc x kc block, packed per kc block as row tiles [tile][p][mr]: the microkernel's broadcasts
     // then read one contiguous stream (in place, rows a power-of-two apart alias in L1's sets).
-    Value* aPacked = alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
+    Value* aPacked = c.aPacked ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
 
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows)
@@ -258,7 +258,11 @@ class KernelLowering {
             bind(k_.outer.vars[d], b_.CreateURem(rest, i64(k_.outer.extents[d])));
             rest = b_.CreateUDiv(rest, i64(k_.outer.extents[d]));
           }
-          Value* aBatch = b_.CreateInBoundsGEP(f32, bases_[c.aSlot],
+          Value* aBatch =
+              c.aPacked ? b_.CreateInBoundsGEP(
+                              f32, bases_[c.aSlot],
+                              b_.CreateMul(c.aBatchStride == 0 ? i64(0) : batch, i64(c.mTiles() * c.k * c.mr)))
+                        : b_.CreateInBoundsGEP(f32, bases_[c.aSlot],
                                                b_.CreateAdd(i64(c.aOffset), b_.CreateMul(batch, i64(c.aBatchStride))));
           Value* bBatch;
           if (c.bLayout == BLayout::Packed) {
@@ -278,7 +282,7 @@ class KernelLowering {
                 Value* kLen = smin(i64(c.kc), b_.CreateSub(i64(c.k), kc0));
                 Value* first = b_.CreateICmpEQ(kb, i64(0));
                 Value* last = b_.CreateICmpEQ(kb, i64(kBlocks - 1));
-                packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
+                if (!c.aPacked) packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
                 Value* panelEnd = b_.CreateUDiv(b_.CreateAdd(n1, i64(c.nr - 1)), i64(c.nr));
                 emitLoop(
                     b_.CreateUDiv(n0, i64(c.nr)), panelEnd,
@@ -312,8 +316,17 @@ class KernelLowering {
                             Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(last));
                             Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, tile) : tile;
                             Value* ldDst = b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
+                            // Row tile t of the block: packed here per K block, or at compile time
+                            // (tile i0 / mr of all of K, from column kc0 on).
                             Value* aTile =
-                                b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
+                                c.aPacked
+                                    ? b_.CreateInBoundsGEP(
+                                          f32, aBatch,
+                                          b_.CreateMul(
+                                              b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(c.k)), kc0),
+                                              i64(c.mr)))
+                                    : b_.CreateInBoundsGEP(f32, aPacked,
+                                                           b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
                             callMicrokernel(micro, rows,
                                             {aTile, bPanel, ldb, kLen, src, ldSrc, b_.CreateNot(first), dst, ldDst});
                             auto epilogue = [&] {

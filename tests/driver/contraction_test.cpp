@@ -25,6 +25,7 @@ struct ContractionCase {
   bool batchedA, batchedB;      // else the operand is one matrix shared by every batch
   bool transposeA, transposeB;  // the operand is a Transpose of a stored [.., k, m] / [.., n, k]
   Epilogue epilogue;
+  bool constantA = false;  // packed into row tiles at compile time (a conv's weights)
 };
 
 constexpr ContractionCase kCases[] = {
@@ -46,6 +47,10 @@ constexpr ContractionCase kCases[] = {
     // AVX2), so partial sums go through the output, whole tiles in place and edge tiles via scratch.
     {"KBlocksConstantB", 1, 5, 6000, 40, true, false, false, false, false, Epilogue::BiasRelu},
     {"KBlocksRuntimeBEdges", 1, 17, 5200, 37, false, false, false, false, false, Epilogue::Residual},
+    // Constant A (conv-to-gemm's weights): row tiles packed at compile time, rows past m zero.
+    {"ConstantA", 1, 30, 150, 70, false, false, false, false, false, Epilogue::Sigmoid, true},
+    {"ConstantABatchedB", 3, 16, 64, 40, false, false, true, false, false, Epilogue::BiasRelu, true},
+    {"ConstantAKBlocks", 1, 9, 5000, 33, false, false, false, false, false, Epilogue::None, true},
 };
 
 Tensor randomF32(const Shape& shape, std::mt19937& rng) { return randomTensor(DType::F32, shape, rng); }
@@ -69,8 +74,14 @@ void runCase(const ContractionCase& c, int optLevel) {
 
   Graph g;
   GraphBuilder b(g);
-  std::vector<Tensor> inputs{aStored};
-  Value* a = b.input("a", DType::F32, aStored.shape());
+  std::vector<Tensor> inputs;
+  Value* a = nullptr;
+  if (c.constantA) {
+    a = b.constant(aStored, "wa");
+  } else {
+    a = b.input("a", DType::F32, aStored.shape());
+    inputs.push_back(aStored);
+  }
   Value* bv = nullptr;
   if (c.constantB) {
     bv = b.constant(bStored, "w");
