@@ -26,10 +26,13 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   c.mr = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, 14);
 }
 
-// Cache blocks for this shape, then split until there are tasks enough for the thread pool: the
-// thread count is a run-time option, so aim for a few tasks per core of a large machine.
+// Cache blocks for this shape, then split until there are tasks enough for the thread pool (the
+// thread count is a run-time option, so aim for a few tasks per core of a large machine), but never
+// below about 20 us of work per task: a task repacks its A block and wakes a thread, which a batch-1
+// layer (1 x 784 x 512: 0.8 MFLOP) cannot afford sixteen times.
 void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   constexpr int64_t kFloat = 4, kMinTasks = 16, kMaxPackedA = 128 << 10;
+  constexpr double kMinTaskFlops = 2e6;
   // kc: a kc x nr panel of B in a quarter of L2. BLIS sizes it for L1; measured here (Zen 4, 1 MiB
   // L2, 1024^3 at 1 thread) long K blocks win: kc 128 (L1-sized) 22.5 ms, 256 21.2, 384 21.1, 1024
   // 20.2 — each K block costs a pass over the partial sums and a repack of A, while the L2 streams
@@ -43,7 +46,9 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   if (!c.aPacked) c.mc = std::max<int64_t>(c.mr, std::min(c.mc, kMaxPackedA / (c.kc * kFloat) / c.mr * c.mr));
   c.nc = std::max<int64_t>(c.nr, t.l3Bytes / 4 / (c.kc * kFloat) / c.nr * c.nr);
   c.nc = std::min(c.nc, roundUp(c.n, c.nr));
-  while (c.numTasks() < kMinTasks) {
+  const double flops = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.m) * static_cast<double>(c.n) *
+                       static_cast<double>(c.k);
+  while (c.numTasks() < kMinTasks && flops / static_cast<double>(2 * c.numTasks()) >= kMinTaskFlops) {
     // Split rows while a block keeps several row tiles (B panels are reused across them), then columns.
     if (c.mc >= 4 * c.mr && c.mBlocks() * 2 <= (c.m + c.mr - 1) / c.mr) {
       c.mc = roundUp(c.mc / 2, c.mr);
