@@ -180,7 +180,10 @@ class PlanBuilder {
                                     : bufferOf(v));
     }
     step.outerSize = c.numTasks();  // a contraction's outer points are its tasks
-    step.workPerPoint = std::max<int64_t>(1, c.mc * c.nc * c.k);
+    // mc x nc x k multiply-adds per task, saturating (k alone may be 2^40 in a declared shape).
+    int64_t work = 0;
+    if (__builtin_mul_overflow(c.mc, c.nc, &work) || __builtin_mul_overflow(work, c.k, &work)) work = INT64_MAX;
+    step.workPerPoint = std::max<int64_t>(1, work);
     step.origin = originOf(group);
     out_.plan.steps.push_back(std::move(step));
     out_.kernels.push_back(std::move(lk.kernel));

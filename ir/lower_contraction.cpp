@@ -1,8 +1,8 @@
 // Contraction kernels: the generic lowering of the group (lowerGroup) plus a kir::Contraction that
 // says how a CPU target tiles it. The tile and blocks follow BLIS's analysis (Van Zee & van de Geijn;
 // Low et al., "Analytical modeling is enough for high-performance BLIS"): the accumulators fill the
-// vector registers; a kc x nr panel of B stays in L1 while the row tiles of an mc x kc block of A,
-// resident in L2, stream past it.
+// vector registers and the row tiles of an mc x kc block of A stream past each kc x nr panel of B —
+// with kc sized from L2 rather than L1, as measured (chooseBlocks).
 #include "ir/lower_contraction.h"
 
 #include <algorithm>
