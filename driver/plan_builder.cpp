@@ -73,10 +73,12 @@ class PlanBuilder {
       for (const Value* v : out_.groups[g].inputs) {
         if (contraction && contraction->packedValue == v) {
           const int64_t nr = contraction->lowered.kernel.contraction->nr;
-          if (!packedBufferOf_.count({v, nr})) packedBufferOf_[{v, nr}] = addWeight(packPanels(v->constant(), nr));
+          if (!packedBufferOf_.count({v, nr}))
+            packedBufferOf_[{v, nr}] = addWeight(packTiles(v->constant(), kTiledColumns, nr));
         } else if (contraction && contraction->packedA == v) {
           const int64_t mr = contraction->lowered.kernel.contraction->mr;  // keyed -mr: row tiles, not panels
-          if (!packedBufferOf_.count({v, -mr})) packedBufferOf_[{v, -mr}] = addWeight(packRowTiles(v->constant(), mr));
+          if (!packedBufferOf_.count({v, -mr}))
+            packedBufferOf_[{v, -mr}] = addWeight(packTiles(v->constant(), kTiledRows, mr));
         } else if (v->isConstant() && !bufferOf_.count(v)) {
           bufferOf_[v] = addWeight(v->constant());
         }

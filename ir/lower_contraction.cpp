@@ -6,7 +6,6 @@
 #include "ir/lower_contraction.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 
 #include "ir/op_registry.h"
@@ -141,6 +140,27 @@ std::optional<Strides> operandStrides(const kir::Kernel& k, kir::ExprId index,
   return s;
 }
 
+// The InputLayout reading a value stored as packTiles(value, tiledAxis, width) holds it:
+// element [batch..., r, c] at ((batch * blocks + t / width) * k + u) * width + t % width, with t the
+// index along the tiled axis and u the other (the reduction).
+InputLayout tiledLayout(const Shape& shape, int tiledAxis, int64_t width, int64_t batches) {
+  const int64_t rows = shape[shape.rank() - 2], cols = shape[shape.rank() - 1];
+  const int64_t tiled = tiledAxis == kTiledRows ? rows : cols, k = tiledAxis == kTiledRows ? cols : rows;
+  const int64_t blocks = (tiled + width - 1) / width;
+  const Shape batchShape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2));
+  return {batches * blocks * k * width, [=](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
+            const size_t rank = idx.size();
+            const kir::ExprId flatBatch =
+                kb.flatIndex(std::vector<kir::ExprId>(idx.begin(), idx.end() - 2), batchShape);
+            const kir::ExprId t = idx[rank - 2 + static_cast<size_t>(tiledAxis)];
+            const kir::ExprId u = idx[rank - 1 - static_cast<size_t>(tiledAxis)];
+            const kir::ExprId w = kb.i64(width);
+            const kir::ExprId block = kb.add(kb.mul(flatBatch, kb.i64(blocks)), kb.div(t, w));
+            const kir::ExprId row = kb.add(kb.mul(block, kb.i64(k)), u);
+            return kb.add(kb.mul(row, w), kb.binary(kir::ExprOp::Rem, t, w));
+          }};
+}
+
 }  // namespace
 
 Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group, const std::string& kernelName,
@@ -185,42 +205,12 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   std::map<const Value*, InputLayout> layouts;
   LoweredContraction result;
   if (c.aPacked) {
-    const int64_t batches = gemm->strideA == 0 ? 1 : c.batch;
-    const int64_t tiles = c.mTiles(), k = c.k, mr = c.mr;
-    const Shape aShape = a->shape();
-    layouts[a] = {batches * tiles * k * mr,
-                  [aShape, tiles, k, mr](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
-                    // idx = [batch dims..., i, p] -> ((batch * tiles + i / mr) * k + p) * mr + i % mr
-                    const size_t rank = idx.size();
-                    std::vector<kir::ExprId> batchIdx(idx.begin(), idx.end() - 2);
-                    std::vector<int64_t> batchDims(aShape.dims().begin(), aShape.dims().end() - 2);
-                    kir::ExprId flatBatch = kb.flatIndex(batchIdx, Shape(batchDims));
-                    kir::ExprId i = idx[rank - 2], p = idx[rank - 1];
-                    kir::ExprId mrConst = kb.i64(mr);
-                    kir::ExprId tile = kb.add(kb.mul(flatBatch, kb.i64(tiles)), kb.div(i, mrConst));
-                    kir::ExprId row = kb.add(kb.mul(tile, kb.i64(k)), p);
-                    return kb.add(kb.mul(row, mrConst), kb.binary(kir::ExprOp::Rem, i, mrConst));
-                  }};
+    layouts[a] = tiledLayout(a->shape(), kTiledRows, c.mr, gemm->strideA == 0 ? 1 : c.batch);
     result.packedA = a;
   }
   if (packB) {
     c.bLayout = kir::Contraction::BLayout::Packed;
-    const int64_t batches = gemm->strideB == 0 ? 1 : c.batch;
-    const int64_t panels = c.nPanels(), k = c.k, nr = c.nr;
-    const Shape bShape = b->shape();
-    layouts[b] = {batches * panels * k * nr,
-                  [bShape, panels, k, nr](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
-                    // idx = [batch dims..., p, j] -> ((batch * panels + j / nr) * k + p) * nr + j % nr
-                    const size_t rank = idx.size();
-                    std::vector<kir::ExprId> batchIdx(idx.begin(), idx.end() - 2);
-                    std::vector<int64_t> batchDims(bShape.dims().begin(), bShape.dims().end() - 2);
-                    kir::ExprId flatBatch = kb.flatIndex(batchIdx, Shape(batchDims));
-                    kir::ExprId p = idx[rank - 2], j = idx[rank - 1];
-                    kir::ExprId nrConst = kb.i64(nr);
-                    kir::ExprId panel = kb.add(kb.mul(flatBatch, kb.i64(panels)), kb.div(j, nrConst));
-                    kir::ExprId row = kb.add(kb.mul(panel, kb.i64(k)), p);
-                    return kb.add(kb.mul(row, nrConst), kb.binary(kir::ExprOp::Rem, j, nrConst));
-                  }};
+    layouts[b] = tiledLayout(b->shape(), kTiledColumns, c.nr, gemm->strideB == 0 ? 1 : c.batch);
     result.packedValue = b;
   }
   NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName, layouts));
@@ -271,34 +261,20 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   return Result(std::move(result));
 }
 
-Tensor packRowTiles(const Tensor& a, int64_t mr) {
-  const Shape& s = a.shape();
-  const int64_t m = s[s.rank() - 2], k = s[s.rank() - 1];
-  const int64_t batches = m * k == 0 ? 0 : a.numel() / (m * k);
-  const int64_t tiles = (m + mr - 1) / mr;
-  Tensor packed(DType::F32, Shape({batches * tiles * k * mr}));
-  const float* src = a.dataAs<float>();
+Tensor packTiles(const Tensor& matrix, int tiledAxis, int64_t width) {
+  const Shape& s = matrix.shape();
+  const int64_t rows = s[s.rank() - 2], cols = s[s.rank() - 1];
+  const int64_t batches = rows * cols == 0 ? 0 : matrix.numel() / (rows * cols);
+  const int64_t tiled = tiledAxis == kTiledRows ? rows : cols, k = tiledAxis == kTiledRows ? cols : rows;
+  const int64_t blocks = (tiled + width - 1) / width;
+  Tensor packed(DType::F32, Shape({batches * blocks * k * width}));
+  const float* src = matrix.dataAs<float>();
   float* dst = packed.mutableDataAs<float>();
   for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) dst[((bi * tiles + i / mr) * k + p) * mr + i % mr] = src[(bi * m + i) * k + p];
-  return packed;
-}
-
-Tensor packPanels(const Tensor& b, int64_t nr) {
-  const Shape& s = b.shape();
-  const int64_t k = s[s.rank() - 2], n = s[s.rank() - 1];
-  const int64_t batches = k * n == 0 ? 0 : b.numel() / (k * n);
-  const int64_t panels = (n + nr - 1) / nr;
-  Tensor packed(DType::F32, Shape({batches * panels * k * nr}));
-  const float* src = b.dataAs<float>();
-  float* dst = packed.mutableDataAs<float>();
-  for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t panel = 0; panel < panels; ++panel)
-      for (int64_t p = 0; p < k; ++p) {
-        const int64_t j0 = panel * nr, cols = std::min(nr, n - j0);
-        float* row = dst + ((bi * panels + panel) * k + p) * nr;
-        std::memcpy(row, src + (bi * k + p) * n + j0, static_cast<size_t>(cols) * sizeof(float));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t t = tiledAxis == kTiledRows ? r : c, u = tiledAxis == kTiledRows ? c : r;
+        dst[((bi * blocks + t / width) * k + u) * width + t % width] = src[(bi * rows + r) * cols + c];
       }
   return packed;
 }

@@ -15,9 +15,9 @@ namespace nnc {
 struct LoweredContraction {
   LoweredKernel lowered;  // lowered.kernel.contraction is set
   // With a packed B (BLayout::Packed): the value packed and its param slot; the plan binds that slot
-  // to packPanels(value) in the weights instead of the value itself.
+  // to packTiles(value, kTiledColumns, nr) in the weights instead of the value itself.
   const Value* packedValue = nullptr;
-  // With a packed A (Contraction::aPacked): the value, bound to packRowTiles(value) likewise.
+  // With a packed A (Contraction::aPacked): the value, bound to packTiles(value, kTiledRows, mr).
   const Value* packedA = nullptr;
 };
 
@@ -27,9 +27,11 @@ struct LoweredContraction {
 Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group, const std::string& kernelName,
                                                              const kir::TileTarget& target);
 
-// B ([batch..., k, n], f32) as panels [batch][ceil(n / nr)][k][nr], columns past n zero.
-Tensor packPanels(const Tensor& b, int64_t nr);
-// A ([batch..., m, k], f32) as row tiles [batch][ceil(m / mr)][k][mr], rows past m zero.
-Tensor packRowTiles(const Tensor& a, int64_t mr);
+// Constant operands packed at compile time: a matrix ([batch..., rows, cols], f32) cut along one of its
+// two last axes into blocks of `width` (zero past the end), each block stored [other axis][width]:
+// B's column panels [batch][ceil(n / nr)][k][nr] (kTiledColumns, width nr) and A's row tiles
+// [batch][ceil(m / mr)][k][mr] (kTiledRows, width mr).
+inline constexpr int kTiledRows = 0, kTiledColumns = 1;
+Tensor packTiles(const Tensor& matrix, int tiledAxis, int64_t width);
 
 }  // namespace nnc

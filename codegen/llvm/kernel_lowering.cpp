@@ -215,7 +215,6 @@ class KernelLowering {
   Value* i64(int64_t v) { return b_.getInt64(v); }
 
   void emitContraction(const kir::Contraction& c) {
-    llvm::LLVMContext& ctx = m_.getContext();
     llvm::Type* f32 = b_.getFloatTy();
     using BLayout = kir::Contraction::BLayout;
     const kir::Store& store = k_.stores[0];
@@ -362,7 +361,6 @@ class KernelLowering {
               "kblock");
         },
         "task");
-    (void)ctx;
   }
 
   // packed[(t * kLen + p) * mr + i % mr] = A[i][kc0 + p] for rows i in [m0, m1), t = (i - m0) / mr.
