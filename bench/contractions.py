@@ -50,6 +50,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_benchmarks import git_commit, load_average, make_model, stats  # noqa: E402  (shared helpers)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOAD_PER_CORE_LIMIT = 0.5   # 1-minute load average per core at the start (run_benchmarks.py's threshold)
 OTHER_CPU_PER_CORE_LIMIT = 0.1  # other processes' CPU use per core during a measurement
@@ -58,11 +61,6 @@ ATOL_REL = 1e-5
 
 
 # --- machine state --------------------------------------------------------------------------------
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return [float(v) for v in f.read().split()[:3]]
-
 
 def cpu_model():
     with open("/proc/cpuinfo") as f:
@@ -121,16 +119,6 @@ def quiesce(timeout_s=0.2):
     return time.perf_counter() - t0
 
 
-def git_commit():
-    try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head.stdout.strip() + ("+uncommitted" if dirty else "")
-    except OSError:
-        return "unknown"
-
-
 def nnc_build_type(nnc):
     """CMAKE_BUILD_TYPE of the build tree the nnc binary came from (build/tools/nnc/nnc -> build/)."""
     d = os.path.dirname(os.path.abspath(nnc))
@@ -156,14 +144,6 @@ def fma_peak(work):
 
 
 # --- cases ----------------------------------------------------------------------------------------
-
-def make_model(name, nodes, inputs, outputs, initializers):
-    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="nnc-bench")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
-
 
 def f32(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
@@ -315,13 +295,6 @@ class OrtModel:
 
 def start_loaded(args, cores):
     return args.load_start[0] > LOAD_PER_CORE_LIMIT * cores
-
-
-def stats(ms):
-    a = np.asarray(ms, dtype=np.float64)
-    # Linear interpolation between order statistics, as `nnc bench` and run_benchmarks.py.
-    return {"median_ms": float(np.percentile(a, 50)), "p10_ms": float(np.percentile(a, 10)),
-            "p90_ms": float(np.percentile(a, 90)), "min_ms": float(a.min()), "samples": len(ms)}
 
 
 def timed(fn):
