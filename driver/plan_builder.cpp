@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
@@ -71,14 +72,11 @@ class PlanBuilder {
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       const LoweredContraction* contraction = contractions_[g] ? &*contractions_[g] : nullptr;
       for (const Value* v : out_.groups[g].inputs) {
-        if (contraction && contraction->packedValue == v) {
-          const int64_t nr = contraction->lowered.kernel.contraction->nr;
-          if (!packedBufferOf_.count({v, nr}))
-            packedBufferOf_[{v, nr}] = addWeight(packTiles(v->constant(), kTiledColumns, nr));
-        } else if (contraction && contraction->packedA == v) {
-          const int64_t mr = contraction->lowered.kernel.contraction->mr;  // keyed -mr: row tiles, not panels
-          if (!packedBufferOf_.count({v, -mr}))
-            packedBufferOf_[{v, -mr}] = addWeight(packTiles(v->constant(), kTiledRows, mr));
+        const PackedConstant* packed = contraction ? packedOperand(*contraction, v) : nullptr;
+        if (packed) {
+          const PackedKey key{v, packed->tiledAxis, packed->width};
+          if (!packedBufferOf_.count(key))
+            packedBufferOf_[key] = addWeight(packTiles(v->constant(), packed->tiledAxis, packed->width));
         } else if (v->isConstant() && !bufferOf_.count(v)) {
           bufferOf_[v] = addWeight(v->constant());
         }
@@ -175,11 +173,8 @@ class PlanBuilder {
     step.name = lk.kernel.name;
     for (size_t slot = 0; slot < lk.params.size(); ++slot) {
       const Value* v = lk.params[slot];
-      const bool packedB = static_cast<int>(slot) == c.bSlot && contraction.packedValue == v;
-      const bool packedA = static_cast<int>(slot) == c.aSlot && contraction.packedA == v;
-      step.args.push_back(packedB   ? packedBufferOf_.at({v, c.nr})
-                          : packedA ? packedBufferOf_.at({v, -c.mr})
-                                    : bufferOf(v));
+      const PackedConstant* packed = packedOperand(contraction, v);
+      step.args.push_back(packed ? packedBufferOf_.at({v, packed->tiledAxis, packed->width}) : bufferOf(v));
     }
     step.outerSize = c.numTasks();  // a contraction's outer points are its tasks
     // mc x nc x k multiply-adds per task, saturating (k alone may be 2^40 in a declared shape).
@@ -248,7 +243,14 @@ class PlanBuilder {
   std::vector<std::optional<LoweredContraction>> contractions_;  // per group
   std::map<const Value*, int32_t> bufferOf_;
   // (value, nr) -> its packed B panels; (value, -mr) -> its packed A row tiles
-  std::map<std::pair<const Value*, int64_t>, int32_t> packedBufferOf_;
+  // Packed constants by (value, tiled axis, width): two contractions may share one packing.
+  using PackedKey = std::tuple<const Value*, int, int64_t>;
+  std::map<PackedKey, int32_t> packedBufferOf_;
+  static const PackedConstant* packedOperand(const LoweredContraction& c, const Value* v) {
+    for (const PackedConstant& p : c.packed)
+      if (p.value == v) return &p;
+    return nullptr;
+  }
   std::map<const Value*, passes::BufferLifetime> lifetimes_;
 };
 

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "ir/op_registry.h"
+#include "kir/affine.h"
 
 namespace nnc {
 
@@ -61,71 +63,67 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   }
 }
 
-// An i64 index expression as offset + sum(coefficient * var), when it is one (constants, loop
-// variables, +, -, and products with a constant); nullopt otherwise (div/mod, loads, selects).
-struct Affine {
-  int64_t offset = 0;
-  std::map<kir::ExprId, int64_t> coefficients;  // by Var expression
-  int64_t of(kir::ExprId var) const {
-    auto it = coefficients.find(var);
-    return it == coefficients.end() ? 0 : it->second;
-  }
+// An operand's element (batch b, row or column r, reduction index p) at
+//   offset + b * batch + r * row + p * col                 (strided), or
+//   offset + b * batch + R(r) + C(p)                       (separable: rowIndex, colIndex set)
+// from its load index in the kernel: R and C are i64 expressions of r's and p's loop variables alone
+// (an im2col read in place: C(p) = channel * H * W + kh * W + kw, R(r) = oh * W + ow).
+struct OperandIndex {
+  int64_t offset = 0, batch = 0, row = 0, col = 0;
+  kir::ExprId rowIndex = kir::kNoExpr, colIndex = kir::kNoExpr;
 };
 
-std::optional<Affine> affine(const kir::Kernel& k, kir::ExprId e) {
-  const kir::ExprNode& n = k.expr(e);
-  if (n.dtype != DType::I64) return std::nullopt;
-  switch (n.op) {
-    case kir::ExprOp::Const: return Affine{n.ival, {}};
-    case kir::ExprOp::Var: return Affine{0, {{e, 1}}};
-    case kir::ExprOp::Add:
-    case kir::ExprOp::Sub: {
-      std::optional<Affine> a = affine(k, n.a), b = affine(k, n.b);
-      if (!a || !b) return std::nullopt;
-      // Overflow in any step (hostile shapes) means: not an operand access we can prove.
-      auto combine = [&](int64_t x, int64_t y, int64_t* r) {
-        return n.op == kir::ExprOp::Add ? !__builtin_add_overflow(x, y, r) : !__builtin_sub_overflow(x, y, r);
-      };
-      if (!combine(a->offset, b->offset, &a->offset)) return std::nullopt;
-      for (const auto& [var, coef] : b->coefficients)
-        if (!combine(a->coefficients[var], coef, &a->coefficients[var])) return std::nullopt;
-      return a;
-    }
-    case kir::ExprOp::Mul: {
-      std::optional<Affine> a = affine(k, n.a), b = affine(k, n.b);
-      if (!a || !b) return std::nullopt;
-      if (!a->coefficients.empty() && !b->coefficients.empty()) return std::nullopt;
-      if (!a->coefficients.empty()) std::swap(a, b);  // a is the constant
-      if (__builtin_mul_overflow(b->offset, a->offset, &b->offset)) return std::nullopt;
-      for (auto& [var, coef] : b->coefficients)
-        if (__builtin_mul_overflow(coef, a->offset, &coef)) return std::nullopt;
-      return b;
-    }
-    default: return std::nullopt;
+// The loop variables an expression reads; nullopt when it reads memory or a reduction's value.
+std::optional<std::set<kir::ExprId>> varsOf(const kir::Kernel& k, kir::ExprId e) {
+  std::set<kir::ExprId> vars, seen;
+  std::vector<kir::ExprId> work = {e};
+  while (!work.empty()) {
+    const kir::ExprId x = work.back();
+    work.pop_back();
+    if (x == kir::kNoExpr || !seen.insert(x).second) continue;
+    const kir::ExprNode& n = k.expr(x);
+    if (n.op == kir::ExprOp::Load || n.op == kir::ExprOp::ReduceValue) return std::nullopt;
+    if (n.op == kir::ExprOp::Var) vars.insert(x);
+    work.insert(work.end(), {n.a, n.b, n.c});
   }
+  return vars;
 }
 
-// An operand's element (batch b, row or column r, reduction index p) at
-// offset + b * batchStride + r * rowStride + p * colStride, from its load index in the kernel.
-struct Strides {
-  int64_t offset, batch, row, col;
-};
+kir::ExprId append(kir::Kernel& k, kir::ExprOp op, kir::ExprId a, kir::ExprId b, int64_t ival = 0) {
+  kir::ExprNode n{op, DType::I64};
+  n.a = a;
+  n.b = b;
+  n.ival = ival;
+  k.exprs.push_back(n);
+  return static_cast<kir::ExprId>(k.exprs.size() - 1);
+}
 
-// `vars`: the outer loop's batch vars, then the row var (m for A, n for B); `p` the reduction var.
-std::optional<Strides> operandStrides(const kir::Kernel& k, kir::ExprId index,
-                                      const std::vector<kir::ExprId>& batchVars, kir::ExprId rowVar,
-                                      kir::ExprId otherVar, kir::ExprId p, const std::vector<int64_t>& batchExtents) {
-  std::optional<Affine> a = affine(k, index);
-  if (!a || a->of(otherVar) != 0) return std::nullopt;
-  Strides s{a->offset, 0, a->of(rowVar), a->of(p)};
-  size_t known = (a->of(rowVar) != 0) + (a->of(p) != 0);
+// sum(coefficient * term) as new expressions of `k` (0 when empty).
+kir::ExprId appendSum(kir::Kernel& k, const std::vector<std::pair<kir::ExprId, int64_t>>& terms) {
+  kir::ExprId sum = append(k, kir::ExprOp::Const, kir::kNoExpr, kir::kNoExpr, 0);
+  for (const auto& [term, coef] : terms) {
+    const kir::ExprId scale = append(k, kir::ExprOp::Const, kir::kNoExpr, kir::kNoExpr, coef);
+    sum = append(k, kir::ExprOp::Add, sum, append(k, kir::ExprOp::Mul, term, scale));
+  }
+  return sum;
+}
+
+// `batchVars`: the outer loop's batch vars; `rowVar` the var of the operand's rows (or columns) and
+// `otherVar` that of the other operand's; `p` the reduction var. A separable form is appended to the
+// kernel's expressions only when `separable` is true and no strided one exists.
+std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, const std::vector<kir::ExprId>& batchVars,
+                                         kir::ExprId rowVar, kir::ExprId otherVar, kir::ExprId p,
+                                         const std::vector<int64_t>& batchExtents, bool separable) {
+  std::optional<kir::AffineForm> a = kir::affineForm(k.exprs, index);
+  if (!a) return std::nullopt;
+  OperandIndex s;
+  s.offset = a->constant;
   // The batch is flattened: each batch var's coefficient must be the batch stride times the
   // product of the later batch extents (or every one 0: a broadcast operand).
   int64_t later = 1;
   bool first = true;
   for (size_t d = batchVars.size(); d-- > 0;) {
-    const int64_t coef = a->of(batchVars[d]);
-    known += coef != 0;
+    const int64_t coef = a->coefficient(batchVars[d]);
     if (batchExtents[d] != 1) {
       if (first) {
         s.batch = coef;
@@ -136,7 +134,26 @@ std::optional<Strides> operandStrides(const kir::Kernel& k, kir::ExprId index,
       later *= batchExtents[d];
     }
   }
-  if (known != a->coefficients.size()) return std::nullopt;  // another var: not an operand access
+  // Every other term reads the row var alone or p alone.
+  std::vector<std::pair<kir::ExprId, int64_t>> rowTerms, colTerms;
+  bool strided = true;
+  for (const auto& [term, coef] : a->terms) {
+    if (std::find(batchVars.begin(), batchVars.end(), term) != batchVars.end()) continue;
+    std::optional<std::set<kir::ExprId>> vars = varsOf(k, term);
+    if (!vars || vars->size() != 1 || vars->count(otherVar)) return std::nullopt;
+    const bool isRow = vars->count(rowVar) != 0;
+    if (!isRow && !vars->count(p)) return std::nullopt;  // a batch var inside a div: not an operand access
+    strided = strided && k.expr(term).op == kir::ExprOp::Var;
+    (isRow ? rowTerms : colTerms).emplace_back(term, coef);
+  }
+  if (strided) {
+    s.row = a->coefficient(rowVar);
+    s.col = a->coefficient(p);
+    return s;
+  }
+  if (!separable) return std::nullopt;
+  s.rowIndex = appendSum(k, rowTerms);
+  s.colIndex = appendSum(k, colTerms);
   return s;
 }
 
@@ -184,34 +201,45 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   std::optional<rt::GemmParams> gemm = opDef(OpKind::MatMul).asGemm(*mm);
   if (!gemm) return Result();
 
+  // A conv's input patches (an Im2Col in the group, read in place as a separable operand) make the
+  // contraction transposed: pixels x channels, weights as the packed B (see kir::Contraction).
+  const bool transposed =
+      std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; });
   kir::Contraction c;
+  c.transposed = transposed;
   c.batch = gemm->batch;
-  c.m = gemm->m;
-  c.n = gemm->n;
+  c.m = transposed ? gemm->n : gemm->m;
+  c.n = transposed ? gemm->m : gemm->n;
   c.k = gemm->k;
-  c.partialsInOutput = out->dtype() == DType::F32;
-  // Constant operands read as they are (no prologue) are packed at compile time: B into panels, A
-  // (a conv's weights) into row tiles.
+  c.partialsInOutput = !transposed && out->dtype() == DType::F32;
+  // The GEMM's operands: lhs (its A) and rhs (its B), each packed at compile time when it is a
+  // constant read as it is (no prologue): B into panels, A (a conv's weights) into row tiles.
+  const Value* lhs = transposed ? b : a;
+  const Value* rhs = transposed ? a : b;
+  const int64_t lhsStride = transposed ? gemm->strideB : gemm->strideA;
+  const int64_t rhsStride = transposed ? gemm->strideA : gemm->strideB;
   auto readDirectly = [&](const Value* v) {
     return v->isConstant() && std::find(group.inputs.begin(), group.inputs.end(), v) != group.inputs.end();
   };
-  const bool packB = readDirectly(b);
-  c.aPacked = readDirectly(a) && a != b;
+  const bool packB = readDirectly(rhs);
+  c.aPacked = readDirectly(lhs) && lhs != rhs;
   chooseTile(target, c);
   chooseBlocks(target, c);
   // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack).
   if (!c.aPacked && c.mc * c.kc * 4 > (256 << 10)) return Result();
 
+  // Stored transposed, lhs's rows are its last axis (b is [.., K, N]) and rhs's columns its first.
+  const int lhsTiled = transposed ? kTiledColumns : kTiledRows, rhsTiled = transposed ? kTiledRows : kTiledColumns;
   std::map<const Value*, InputLayout> layouts;
   LoweredContraction result;
   if (c.aPacked) {
-    layouts[a] = tiledLayout(a->shape(), kTiledRows, c.mr, gemm->strideA == 0 ? 1 : c.batch);
-    result.packedA = a;
+    layouts[lhs] = tiledLayout(lhs->shape(), lhsTiled, c.mr, lhsStride == 0 ? 1 : c.batch);
+    result.packed.push_back({lhs, lhsTiled, c.mr});
   }
   if (packB) {
     c.bLayout = kir::Contraction::BLayout::Packed;
-    layouts[b] = tiledLayout(b->shape(), kTiledColumns, c.nr, gemm->strideB == 0 ? 1 : c.batch);
-    result.packedValue = b;
+    layouts[rhs] = tiledLayout(rhs->shape(), rhsTiled, c.nr, rhsStride == 0 ? 1 : c.batch);
+    result.packed.push_back({rhs, rhsTiled, c.nr});
   }
   NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName, layouts));
   if (kernels.size() != 1) return Result();
@@ -221,41 +249,48 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
       kernel.outer.extents.size() < 2 || kernel.reductions[0].loop.vars.size() != 1)
     return Result();
 
-  // The operands as the kernel reads them: body = A[...] * B[...], each index affine in the loop
-  // variables (a transpose, slice or reshape folded into the MatMul is a stride or an offset).
+  // The operands as the kernel reads them: body = a[...] * b[...], each index affine in the loop
+  // variables (a transpose, slice or reshape folded into the MatMul is a stride or an offset) or,
+  // for the transposed GEMM's A, separable (an im2col).
   const kir::ExprNode& body = kernel.expr(kernel.reductions[0].body);
   if (body.op != kir::ExprOp::Mul) return Result();
-  const kir::ExprNode& loadA = kernel.expr(body.a);
-  const kir::ExprNode& loadB = kernel.expr(body.b);
-  if (loadA.op != kir::ExprOp::Load || loadB.op != kir::ExprOp::Load) return Result();
+  const kir::ExprNode loadL = kernel.expr(transposed ? body.b : body.a);
+  const kir::ExprNode loadR = kernel.expr(transposed ? body.a : body.b);
+  if (loadL.op != kir::ExprOp::Load || loadR.op != kir::ExprOp::Load) return Result();
   const size_t rank = kernel.outer.vars.size();
   const std::vector<kir::ExprId> batchVars(kernel.outer.vars.begin(), kernel.outer.vars.end() - 2);
   const std::vector<int64_t> batchExtents(kernel.outer.extents.begin(), kernel.outer.extents.end() - 2);
-  const kir::ExprId mVar = kernel.outer.vars[rank - 2], nVar = kernel.outer.vars[rank - 1];
+  // The GEMM's row and column vars.
+  kir::ExprId rowVar = kernel.outer.vars[rank - 2], colVar = kernel.outer.vars[rank - 1];
+  if (transposed) std::swap(rowVar, colVar);
   const kir::ExprId p = kernel.reductions[0].loop.vars[0];
-  if (kernel.params[loadA.slot].dtype != DType::F32) return Result();
-  c.aSlot = loadA.slot;
+  if (kernel.params[loadL.slot].dtype != DType::F32 || kernel.params[loadR.slot].dtype != DType::F32) return Result();
+  c.aSlot = loadL.slot;
   if (c.aPacked) {
-    c.aBatchStride = gemm->strideA;
+    c.aBatchStride = lhsStride;
   } else {
-    std::optional<Strides> sa = operandStrides(kernel, loadA.a, batchVars, mVar, nVar, p, batchExtents);
+    std::optional<OperandIndex> sa =
+        operandIndex(kernel, loadL.a, batchVars, rowVar, colVar, p, batchExtents, /*separable=*/transposed);
     if (!sa) return Result();
     c.aOffset = sa->offset;
     c.aBatchStride = sa->batch;
     c.aRowStride = sa->row;
     c.aColStride = sa->col;
+    c.aRowIndex = sa->rowIndex;
+    c.aColIndex = sa->colIndex;
   }
-  c.bSlot = loadB.slot;
+  c.bSlot = loadR.slot;
   if (!packB) {
-    std::optional<Strides> sb = operandStrides(kernel, loadB.a, batchVars, nVar, mVar, p, batchExtents);
-    if (!sb || kernel.params[loadB.slot].dtype != DType::F32) return Result();
+    std::optional<OperandIndex> sb =
+        operandIndex(kernel, loadR.a, batchVars, colVar, rowVar, p, batchExtents, /*separable=*/false);
+    if (!sb) return Result();
     c.bOffset = sb->offset;
     c.bBatchStride = sb->batch;
     c.bRowStride = sb->col;  // B[b][p][j]: p is the reduction var, j the column
     c.bColStride = sb->row;
     c.bLayout = c.bColStride == 1 ? kir::Contraction::BLayout::Direct : kir::Contraction::BLayout::Copy;
   } else {
-    c.bBatchStride = gemm->strideB;
+    c.bBatchStride = rhsStride;
   }
   kernel.contraction = c;
   return Result(std::move(result));

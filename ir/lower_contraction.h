@@ -6,19 +6,25 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/lower.h"
 #include "ir/tensor.h"
 
 namespace nnc {
 
+// A constant operand the plan stores packed: packTiles(value, tiledAxis, width) in the weights, bound
+// to the value's param instead of the value itself.
+struct PackedConstant {
+  const Value* value;
+  int tiledAxis;  // kTiledRows or kTiledColumns
+  int64_t width;
+};
+
 struct LoweredContraction {
   LoweredKernel lowered;  // lowered.kernel.contraction is set
-  // With a packed B (BLayout::Packed): the value packed and its param slot; the plan binds that slot
-  // to packTiles(value, kTiledColumns, nr) in the weights instead of the value itself.
-  const Value* packedValue = nullptr;
-  // With a packed A (Contraction::aPacked): the value, bound to packTiles(value, kTiledRows, mr).
-  const Value* packedA = nullptr;
+  // The GEMM's B packed into panels (BLayout::Packed) and/or its A into row tiles (aPacked).
+  std::vector<PackedConstant> packed;
 };
 
 // The group as a contraction kernel for `target`, or nullopt when it is not one: its anchor must be

@@ -9,6 +9,7 @@
 
 #include "ir/status.h"
 #include "ir/tensor.h"
+#include "kir/affine.h"
 
 namespace nnc::kir {
 
@@ -328,30 +329,10 @@ ExprId KernelBuilder::newVar(int64_t extent) {
 
 ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
   // a as constant + sum(coefficient * term); terms are any subexpressions.
-  std::vector<std::pair<ExprId, int64_t>> terms;
-  int64_t constant = 0;
-  bool ok = true;
-  std::function<void(ExprId, int64_t)> collect = [&](ExprId e, int64_t scale) {
-    const ExprNode& n = kernel_.exprs[e];
-    int64_t c = 0;
-    if (!ok) return;
-    if (isConstInt(e, &c)) {
-      ok = !__builtin_mul_overflow(c, scale, &c) && !__builtin_add_overflow(constant, c, &constant);
-    } else if (n.op == ExprOp::Add || n.op == ExprOp::Sub) {
-      collect(n.a, scale);
-      int64_t negated = 0;
-      ok = ok && !__builtin_mul_overflow(scale, n.op == ExprOp::Sub ? -1 : 1, &negated);
-      collect(n.b, negated);
-    } else if (n.op == ExprOp::Mul && (isConstInt(n.a, &c) || isConstInt(n.b, &c))) {
-      int64_t scaled = 0;
-      ok = !__builtin_mul_overflow(scale, c, &scaled);
-      collect(isConstInt(n.a) ? n.b : n.a, scaled);
-    } else {
-      terms.emplace_back(e, scale);
-    }
-  };
-  collect(a, 1);
-  if (!ok || terms.size() > 16) return kNoExpr;
+  std::optional<AffineForm> form = affineForm(kernel_.exprs, a);
+  if (!form || form->terms.size() > 16) return kNoExpr;
+  const int64_t constant = form->constant;
+  const std::map<ExprId, int64_t>& terms = form->terms;
   // Split into a multiple of the divisor and a remainder part whose range must be [0, divisor).
   const int64_t quotientConstant = floorDiv(constant, divisor);
   const int64_t remainderConstant = constant - quotientConstant * divisor;
@@ -481,9 +462,13 @@ std::string Kernel::str() const {
 std::string Contraction::str() const {
   std::ostringstream os;
   const char* layout = bLayout == BLayout::Packed ? "packed" : bLayout == BLayout::Direct ? "direct" : "copied";
-  os << "contraction batch=" << batch << " m=" << m << " n=" << n << " k=" << k << " A=%" << aSlot
-     << " offset=" << aOffset << " strides=(" << aBatchStride << ", " << aRowStride << ", " << aColStride << ") B=%"
-     << bSlot << " " << layout;
+  os << "contraction batch=" << batch << " m=" << m << " n=" << n << " k=" << k << (transposed ? " transposed" : "")
+     << " A=%" << aSlot << " offset=" << aOffset;
+  if (aRowIndex != kNoExpr)
+    os << " batch-stride=" << aBatchStride << " separable rows=e" << aRowIndex << " cols=e" << aColIndex;
+  else
+    os << " strides=(" << aBatchStride << ", " << aRowStride << ", " << aColStride << ")";
+  os << " B=%" << bSlot << " " << layout;
   if (bLayout != BLayout::Packed)
     os << " offset=" << bOffset << " strides=(" << bBatchStride << ", " << bRowStride << ", " << bColStride << ")";
   os << " tile=" << mr << "x" << nr << " (" << lanes << " lanes) blocks mc=" << mc << " nc=" << nc << " kc=" << kc

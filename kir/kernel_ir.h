@@ -113,6 +113,16 @@ struct Contraction {
   // The A param holds compile-time packed row tiles [aBatch][ceil(m / mr)][k][mr] (zero rows past m),
   // so the kernel packs nothing at run time (constant A: a conv's weights); aBatchStride 0 or not.
   bool aPacked = false;
+  // Separable A (an im2col read in place): element [b][i][p] at aOffset + b * aBatchStride + R(i) +
+  // C(p), where R is the kernel's i64 expression aRowIndex of the variable that indexes A's rows and
+  // C is aColIndex of the reduction variable; the strides are unused. Each A block is packed through
+  // tables of R and C, so a conv's input patches are never materialised.
+  ExprId aRowIndex = kNoExpr, aColIndex = kNoExpr;
+  // The GEMM computes the transpose of the kernel's product: its rows are the kernel's last outer
+  // variable and its columns the one before (a conv as pixels x channels, so the output channels
+  // fill the vector lanes and the weights are the packed B). The tile is then stored through the
+  // epilogue, never in place: no partial sums in the output, one K block.
+  bool transposed = false;
   int64_t mTiles() const { return (m + mr - 1) / mr; }
 
   int64_t mBlocks() const { return (m + mc - 1) / mc; }

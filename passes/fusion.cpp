@@ -11,7 +11,8 @@
 //      Conv, pools, ...) take only pure data movement, so no arithmetic is recomputed per MAC.
 // A producer with several users is materialised once (no duplication yet).
 // With FusionOptions::packedContractions (the cpu), an f32 MatMul is a packed GEMM: it takes as
-// prologue only strided views (Transpose, Slice, Reshape: folded into its operand strides), and a
+// prologue only strided views (Transpose, Slice, Reshape: folded into its operand strides) and, as
+// its B, an unpadded Im2Col (conv-to-gemm's patches, packed straight from the conv's input), and a
 // Reshape right after it joins its epilogue (same flat positions).
 // With FusionOptions::libraryGemm, a MatMul that becomes a library call takes no prologue, and as
 // epilogue only an f32 bias Add over its columns (what cuBLASLt fuses exactly); the rest of a
@@ -25,6 +26,7 @@
 #include <sstream>
 
 #include "ir/op_registry.h"
+#include "ir/ops/window.h"
 #include "ir/printer.h"
 
 namespace nnc::passes {
@@ -54,6 +56,18 @@ bool rereadsInputs(OpKind op) {
 // contraction folds it into how it reads its operand.
 bool isStridedView(OpKind op) { return op == OpKind::Reshape || op == OpKind::Transpose || op == OpKind::Slice; }
 
+// An Im2Col a packed GEMM reads in place as its B operand (a separable index, ir/lower_contraction):
+// f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size small
+// enough for the transposed GEMM's single K block (its packed row tile lives on the stack).
+bool isInPlacePatches(const Node& n) {
+  if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 2) return false;
+  ops::Window w;
+  if (!ops::kernelShapeWindow(n, &w).isOk()) return false;
+  for (int i = 0; i < w.rank(); ++i)
+    if (w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
+  return n.output(0)->shape()[1] <= 4096;
+}
+
 class Partitioner {
  public:
   Partitioner(const Graph& graph, const FusionOptions& options) : options_(options) {
@@ -65,11 +79,13 @@ class Partitioner {
     gemmHasBias_.assign(nodes_.size(), false);
     onlyDataMovement_.assign(nodes_.size(), true);
     stridedViews_.assign(nodes_.size(), true);
+    patchViews_.assign(nodes_.size(), true);
     for (size_t i = 0; i < nodes_.size(); ++i) {
       FusionClass fc = opFusionClass(nodes_[i]->op());
       if (fc == FusionClass::Reduction) anchorOf_[i] = static_cast<int>(i);
       onlyDataMovement_[i] = fc == FusionClass::Injective;
       stridedViews_[i] = isStridedView(nodes_[i]->op());
+      patchViews_[i] = stridedViews_[i] || isInPlacePatches(*nodes_[i]);
     }
   }
 
@@ -102,6 +118,7 @@ class Partitioner {
     if (anchorOf_[into] < 0) anchorOf_[into] = anchorOf_[from];
     onlyDataMovement_[into] = onlyDataMovement_[into] && onlyDataMovement_[from];
     stridedViews_[into] = stridedViews_[into] && stridedViews_[from];
+    patchViews_[into] = patchViews_[into] && patchViews_[from];
   }
   int groupOf(const Node* n) { return find(index_.at(n)); }
 
@@ -191,8 +208,11 @@ class Partitioner {
     if (anchoredByLibraryGemm(cg)) return FusionDecision::no("the library GEMM reads its operands from memory");
     if (p->op() == OpKind::Pad && (consumer->op() == OpKind::Conv || consumer->op() == OpKind::Im2Col))
       return FusionDecision::no("the padding stays materialised: the window reads it at affine indices");
-    if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_) && !stridedViews_[pg])
-      return FusionDecision::no("the packed GEMM reads its operands from memory (only strided views fold into it)");
+    const bool patchesAsB = anchor >= 0 && patchViews_[pg] && consumer == nodes_[anchor] && consumer->input(1) == in;
+    if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_) && !stridedViews_[pg] && !patchesAsB)
+      return FusionDecision::no(
+          "the packed GEMM reads its operands from memory (only strided views, and unpadded im2col patches as B, "
+          "fold into it)");
     if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])
       return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
     return FusionDecision::yes();
@@ -218,6 +238,7 @@ class Partitioner {
   std::vector<int> anchorOf_;           // per root: the anchor node index, or -1
   std::vector<bool> onlyDataMovement_;  // per root: the group is injective ops only
   std::vector<bool> stridedViews_;      // per root: the group is strided views only
+  std::vector<bool> patchViews_;        // per root: strided views and in-place im2col patches only
   std::vector<bool> gemmHasBias_;       // per root anchored by a library GEMM: its bias is fused
 };
 

@@ -7,9 +7,11 @@
 //     outer vars 0..rank-2 from row by div/mod
 //     for (j = j0; j < jEnd; ++j) { point work }        // innermost outer var = j: a clean loop
 //   }
-// so the innermost loop has no div/mod and vectorises. Point work: each reduction as a loop nest
-// over its extents accumulating in an alloca (SROA/mem2reg make it a phi), then the stores with
-// perInner == false, then a loop nest over the inner domain with the perInner stores.
+// so the innermost loop has no div/mod and vectorises. Where border tests (padding, windows, concat)
+// are affine in the innermost variable, that loop is split into pieces (kir/loop_partition.h) with
+// the tests folded in each, so the interior loads are unit-stride and unclamped. Point work: each reduction as a loop
+// nest over its extents accumulating in an alloca (SROA/mem2reg make it a phi), then the stores with perInner == false,
+// then a loop nest over the inner domain with the perInner stores.
 //
 // Memoisation: a stack of ExprId -> Value maps, one per open loop body. A value emitted inside a
 // loop is only visible while that loop body is open (it would not dominate code after the loop);
@@ -21,11 +23,13 @@
 
 #include <functional>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "codegen/llvm/microkernel.h"
 #include "codegen/llvm/scalar_ops.h"
+#include "kir/loop_partition.h"
 
 namespace nnc::codegen::llvmcpu {
 
@@ -54,6 +58,7 @@ class KernelLowering {
       }
       emitContraction(*k_.contraction);
     } else {
+      pieces_ = kir::partitionInnermostLoop(k_);
       emitOuterLoop();
     }
     b_.CreateRetVoid();
@@ -138,19 +143,38 @@ class KernelLowering {
         dimName);
   }
 
+  // The innermost outer variable over [lo, hi): one loop, or one per piece of its partition
+  // (kir/loop_partition.h) with the piece's border tests folded, so the interior is clamp-free.
+  void emitInnermostLoop(Value* lo, Value* hi, const std::string& name) {
+    const ExprId var = k_.outer.vars.back();
+    auto point = [&](Value* j) {
+      bind(var, j);
+      emitPoint();
+    };
+    if (pieces_.empty()) {
+      emitLoop(lo, hi, point, name);
+      return;
+    }
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      const kir::LoopPiece& piece = pieces_[i];
+      facts_ = &piece.facts;
+      emitLoop(smax(lo, i64(piece.begin)), smin(hi, i64(piece.end)), point, name + ".p" + std::to_string(i));
+      facts_ = nullptr;
+    }
+  }
+
   void emitOuterLoop() {
     Value* begin = fn_->getArg(1);
     Value* end = fn_->getArg(2);
     const kir::Loop& outer = k_.outer;
     const size_t rank = outer.extents.size();
-    if (rank <= 1) {
+    if (rank == 0) {
       emitLoop(
-          begin, end,
-          [&](Value* f) {
-            if (rank == 1) bind(outer.vars[0], f);
-            emitPoint();
-          },
-          "outer");
+          begin, end, [&](Value*) { emitPoint(); }, "outer");
+      return;
+    }
+    if (rank == 1) {
+      emitInnermostLoop(begin, end, "outer");
       return;
     }
     // Row segments (see the file comment).
@@ -181,13 +205,7 @@ class KernelLowering {
         row = b_.CreateUDiv(row, extent);
       }
     }
-    emitLoop(
-        j0, jEnd,
-        [&](Value* j) {
-          bind(outer.vars[rank - 1], j);
-          emitPoint();
-        },
-        "col");
+    emitInnermostLoop(j0, jEnd, "col");
     scopes_.pop_back();
     f->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(header);
@@ -199,19 +217,34 @@ class KernelLowering {
 
   Status checkContraction(const kir::Contraction& c) const {
     const size_t rank = k_.outer.extents.size();
-    const bool ok =
-        c.lanes > 0 && c.nr % c.lanes == 0 && c.mr >= 1 && c.mr <= 32 && c.nr <= 256 && c.kc >= 1 && c.mc % c.mr == 0 &&
-        c.nc % c.nr == 0 && c.m >= 1 && c.n >= 1 && c.k >= 1 && rank >= 2 && k_.outer.extents[rank - 2] == c.m &&
-        k_.outer.extents[rank - 1] == c.n && k_.reductions.size() == 1 && k_.stores.size() == 1 &&
-        !k_.stores[0].perInner && c.aSlot >= 0 && static_cast<size_t>(c.aSlot) < k_.params.size() && c.bSlot >= 0 &&
-        static_cast<size_t>(c.bSlot) < k_.params.size() && k_.params[c.aSlot].dtype == DType::F32 &&
-        k_.params[c.bSlot].dtype == DType::F32 &&
-        (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
-        (c.partialsInOutput || c.kc >= c.k) && (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
+    const bool ok = c.lanes > 0 && c.nr % c.lanes == 0 && c.mr >= 1 && c.mr <= 32 && c.nr <= 256 && c.kc >= 1 &&
+                    c.mc % c.mr == 0 && c.nc % c.nr == 0 && c.m >= 1 && c.n >= 1 && c.k >= 1 && rank >= 2 &&
+                    k_.outer.extents[rank - (c.transposed ? 1 : 2)] == c.m &&
+                    k_.outer.extents[rank - (c.transposed ? 2 : 1)] == c.n && k_.reductions.size() == 1 &&
+                    k_.reductions[0].loop.vars.size() == 1 && k_.stores.size() == 1 &&
+                    (!c.transposed || (!c.partialsInOutput && c.kc >= c.k)) &&
+                    ((c.aRowIndex == kir::kNoExpr && c.aColIndex == kir::kNoExpr) ||
+                     (!c.aPacked && validExpr(c.aRowIndex) && validExpr(c.aColIndex))) &&
+                    !k_.stores[0].perInner && c.aSlot >= 0 && static_cast<size_t>(c.aSlot) < k_.params.size() &&
+                    c.bSlot >= 0 && static_cast<size_t>(c.bSlot) < k_.params.size() &&
+                    k_.params[c.aSlot].dtype == DType::F32 && k_.params[c.bSlot].dtype == DType::F32 &&
+                    (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
+                    (c.partialsInOutput || c.kc >= c.k) &&
+                    (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
     return ok ? Status::ok() : Status::error("inconsistent contraction: " + c.str());
   }
 
+  bool validExpr(ExprId e) const { return e >= 0 && static_cast<size_t>(e) < k_.exprs.size(); }
+  // The outer variables indexing the GEMM's rows and columns (swapped when it is transposed).
+  ExprId rowVar(const kir::Contraction& c) const {
+    return k_.outer.vars[k_.outer.vars.size() - (c.transposed ? 1 : 2)];
+  }
+  ExprId colVar(const kir::Contraction& c) const {
+    return k_.outer.vars[k_.outer.vars.size() - (c.transposed ? 2 : 1)];
+  }
+
   Value* smin(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); }
+  Value* smax(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSGT(a, b), a, b); }
   Value* i64(int64_t v) { return b_.getInt64(v); }
 
   void emitContraction(const kir::Contraction& c) {
@@ -328,23 +361,27 @@ class KernelLowering {
                                                            b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
                             callMicrokernel(micro, rows,
                                             {aTile, bPanel, ldb, kLen, src, ldSrc, b_.CreateNot(first), dst, ldDst});
+                            // The kernel's store at each point of the tile, along the output's
+                            // contiguous axis: j innermost, or i when the GEMM is transposed.
                             auto epilogue = [&] {
+                              auto point = [&](Value* i, Value* j) {
+                                bind(rowVar(c), b_.CreateAdd(i0, i));
+                                bind(colVar(c), b_.CreateAdd(j0, j));
+                                Value* ptr =
+                                    b_.CreateInBoundsGEP(f32, tile, b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
+                                reduced_.assign(1, b_.CreateAlignedLoad(f32, ptr, llvm::Align(4)));
+                                emitStore(store);
+                              };
+                              Value* outerCount = c.transposed ? cols : rows;
+                              Value* innerCount = c.transposed ? rows : cols;
                               emitLoop(
-                                  i64(0), rows,
-                                  [&](Value* i) {
-                                    bind(k_.outer.vars[rank - 2], b_.CreateAdd(i0, i));
+                                  i64(0), outerCount,
+                                  [&](Value* x) {
                                     emitLoop(
-                                        i64(0), cols,
-                                        [&](Value* j) {
-                                          bind(k_.outer.vars[rank - 1], b_.CreateAdd(j0, j));
-                                          Value* ptr = b_.CreateInBoundsGEP(
-                                              f32, tile, b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
-                                          reduced_.assign(1, b_.CreateAlignedLoad(f32, ptr, llvm::Align(4)));
-                                          emitStore(store);
-                                        },
-                                        "epi.j");
+                                        i64(0), innerCount, [&](Value* y) { c.transposed ? point(y, x) : point(x, y); },
+                                        "epi.inner");
                                   },
-                                  "epi.i");
+                                  "epi.outer");
                             };
                             if (cTile) {
                               emitIfElse(last, epilogue, [&] {
@@ -365,6 +402,10 @@ class KernelLowering {
 
   // packed[(t * kLen + p) * mr + i % mr] = A[i][kc0 + p] for rows i in [m0, m1), t = (i - m0) / mr.
   void packA(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen, Value* packed) {
+    if (c.aRowIndex != kir::kNoExpr) {
+      packSeparableA(c, aBatch, m0, m1, kc0, kLen, packed);
+      return;
+    }
     llvm::Type* f32 = b_.getFloatTy();
     emitLoop(
         m0, m1,
@@ -386,6 +427,93 @@ class KernelLowering {
               "apack.p");
         },
         "apack.i");
+  }
+
+  // packA for a separable A (kir::Contraction::aRowIndex): tables of the row offsets R(i) and the
+  // column offsets C(p) of the block, then per row tile and p, A[R(i) + C(p)] for its rows — one
+  // contiguous mr-float copy when the tile's rows are consecutive elements (a stride-1 conv's output
+  // row segment), else element by element.
+  void packSeparableA(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen,
+                      Value* packed) {
+    llvm::Type* f32 = b_.getFloatTy();
+    llvm::Type* i64Ty = b_.getInt64Ty();
+    auto table = [&](int64_t size, const char* name) {
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      return eb.CreateAlloca(llvm::ArrayType::get(i64Ty, static_cast<uint64_t>(size)), nullptr, name);
+    };
+    auto at = [&](llvm::AllocaInst* t, Value* i) {
+      return b_.CreateInBoundsGEP(t->getAllocatedType(), t, {i64(0), i});
+    };
+    llvm::AllocaInst* rowOffset = table(c.mc, "arows");
+    llvm::AllocaInst* colOffset = table(std::min(c.kc, c.k), "acols");
+    emitLoop(
+        m0, m1,
+        [&](Value* i) {
+          bind(rowVar(c), i);
+          if (Value* r = value(c.aRowIndex)) b_.CreateStore(r, at(rowOffset, b_.CreateSub(i, m0)));
+        },
+        "arows.i");
+    const ExprId p = k_.reductions[0].loop.vars[0];
+    emitLoop(
+        i64(0), kLen,
+        [&](Value* q) {
+          bind(p, b_.CreateAdd(kc0, q));
+          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, at(colOffset, q));
+        },
+        "acols.p");
+    Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
+    emitLoop(
+        i64(0), tiles,
+        [&](Value* t) {
+          Value* r0 = b_.CreateMul(t, i64(c.mr));
+          Value* rows = smin(i64(c.mr), b_.CreateSub(b_.CreateSub(m1, m0), r0));
+          Value* first = b_.CreateLoad(i64Ty, at(rowOffset, r0));
+          Value* last = b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, b_.CreateSub(rows, i64(1)))));
+          // Consecutive when whole and last - first == mr - 1 with every step +1; the steps are
+          // checked, since offsets may repeat or fold back (a window wider than its stride).
+          llvm::AllocaInst* steps = entryAlloca(b_.getInt1Ty(), "consecutive");
+          b_.CreateStore(
+              b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)), b_.CreateICmpEQ(b_.CreateSub(last, first), i64(c.mr - 1))),
+              steps);
+          emitIf(b_.CreateLoad(b_.getInt1Ty(), steps), [&] {
+            emitLoop(
+                i64(1), i64(c.mr),
+                [&](Value* r) {
+                  Value* prev = b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, b_.CreateSub(r, i64(1)))));
+                  Value* cur = b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, r)));
+                  Value* ok = b_.CreateICmpEQ(cur, b_.CreateAdd(prev, i64(1)));
+                  b_.CreateStore(b_.CreateAnd(b_.CreateLoad(b_.getInt1Ty(), steps), ok), steps);
+                },
+                "arows.step");
+          });
+          Value* tileBase = b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr));
+          auto copyRows = [&](bool consecutive) {
+            emitLoop(
+                i64(0), kLen,
+                [&](Value* q) {
+                  Value* col = b_.CreateLoad(i64Ty, at(colOffset, q));
+                  Value* dst = b_.CreateInBoundsGEP(f32, packed, b_.CreateAdd(tileBase, b_.CreateMul(q, i64(c.mr))));
+                  Value* src = consecutive ? b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(first, col)) : nullptr;
+                  emitLoop(
+                      i64(0), consecutive ? i64(c.mr) : rows,
+                      [&](Value* r) {
+                        Value* from =
+                            consecutive
+                                ? b_.CreateInBoundsGEP(f32, src, r)
+                                : b_.CreateInBoundsGEP(
+                                      f32, aBatch,
+                                      b_.CreateAdd(b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, r))), col));
+                        b_.CreateAlignedStore(b_.CreateAlignedLoad(f32, from, llvm::Align(4)),
+                                              b_.CreateInBoundsGEP(f32, dst, r), llvm::Align(4));
+                      },
+                      "apack.r");
+                },
+                "apack.p");
+          };
+          emitIfElse(
+              b_.CreateLoad(b_.getInt1Ty(), steps), [&] { copyRows(true); }, [&] { copyRows(false); });
+        },
+        "apack.t");
   }
 
   // B's kc x nr panel for the microkernel: its pointer and row stride. A packed B is used in place; a
@@ -648,6 +776,12 @@ class KernelLowering {
   Value* compute(ExprId e) {
     if (!error_.empty()) return nullptr;
     const kir::ExprNode& n = k_.expr(e);
+    if (facts_) {
+      if (auto fact = facts_->find(e); fact != facts_->end()) {
+        if (n.op == ExprOp::Min || n.op == ExprOp::Max) return value(fact->second ? n.a : n.b);
+        return b_.getInt1(fact->second);
+      }
+    }
     switch (n.op) {
       case ExprOp::Const: return ops_.constant(n);
       case ExprOp::Var:
@@ -706,6 +840,8 @@ class KernelLowering {
   std::vector<Value*> bases_;
   std::vector<std::unordered_map<ExprId, Value*>> scopes_;
   std::vector<Value*> reduced_;
+  std::vector<kir::LoopPiece> pieces_;             // partition of the innermost outer loop
+  const std::map<ExprId, bool>* facts_ = nullptr;  // the piece being emitted: its folded tests
   std::string error_;
 };
 

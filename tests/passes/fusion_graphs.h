@@ -186,7 +186,7 @@ inline constexpr FusionCase kFusionCases[] = {
     {"LayerNormRelu", kLayerNormRelu, 1, 1},
     {"ReduceSandwich", kReduceSandwich, 1, 1},
     {"SliceIntoMatMul", kSliceIntoMatMul, 1, 1},
-    {"ConvReluPool", kConvReluPool, 2, 2, 3},  // cpu: Im2Col | gemm + reshape + bias + Relu | MaxPool
+    {"ConvReluPool", kConvReluPool, 2, 2, 2},  // cpu: gemm reading the Im2Col in place + bias + Relu | MaxPool
     {"GatherReduce", kGatherReduce, 1, 1},
     {"SoftmaxEpilogue", kSoftmaxEpilogue, 1, 1},
     {"ArgMaxCast", kArgMaxCast, 1, 1},

@@ -1,0 +1,31 @@
+// Loop partitioning (index-set splitting) of a kernel's innermost outer loop, as Halide partitions
+// loops around boundary conditions: the border tests of padding, windows and concatenation
+// (`0 <= w + kw - 1 < W`, the index clamps `min(max(x, 0), W - 1)`) are affine in the innermost
+// variable, so they change value at a few points only. Between those points every such test has one
+// value for all values of the reduction and inner variables, and a backend that emits one loop per
+// piece with the tests folded turns the interior into clamp-free, unit-stride code that vectorises.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "kir/kernel_ir.h"
+
+namespace nnc::kir {
+
+struct LoopPiece {
+  int64_t begin = 0, end = 0;  // [begin, end) of the innermost outer variable
+  // Facts that hold at every loop point of the piece, by expression: for a comparison (lt, le, gt,
+  // ge on i64) its value; for an i64 min or max, true when it equals its first operand, false
+  // when it equals its second.
+  std::map<ExprId, bool> facts;
+};
+
+// The pieces covering [0, extent) of the innermost outer variable in order, at most `maxPieces`;
+// empty when partitioning would fold nothing (no such test) or would need too many pieces.
+// A test counts when it is affine in the innermost variable and otherwise only in reduction and
+// inner-loop variables, whose extents bound it.
+std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPieces = 5);
+
+}  // namespace nnc::kir
