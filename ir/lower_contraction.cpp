@@ -49,9 +49,14 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   c.nc = std::min(c.nc, roundUp(c.n, c.nr));
   const double flops = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.m) * static_cast<double>(c.n) *
                        static_cast<double>(c.k);
+  // A row block re-reads all of B, a column block all of A: split the dimension whose blocks re-read
+  // the smaller operand (m x k against k x n) first — columns for a conv's 1 x 1 GEMM (small
+  // weights, many pixels), while a block keeps several row tiles (B panels are reused across them).
+  const bool columnsFirst = c.m < c.n;
   while (c.numTasks() < kMinTasks && flops / static_cast<double>(2 * c.numTasks()) >= kMinTaskFlops) {
-    // Split rows while a block keeps several row tiles (B panels are reused across them), then columns.
-    if (c.mc >= 4 * c.mr && c.mBlocks() * 2 <= (c.m + c.mr - 1) / c.mr) {
+    if (columnsFirst && c.nc >= 2 * c.nr) {
+      c.nc = roundUp(c.nc / 2, c.nr);
+    } else if (c.mc >= 4 * c.mr && c.mBlocks() * 2 <= (c.m + c.mr - 1) / c.mr) {
       c.mc = roundUp(c.mc / 2, c.mr);
     } else if (c.nc >= 2 * c.nr) {
       c.nc = roundUp(c.nc / 2, c.nr);

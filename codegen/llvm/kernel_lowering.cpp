@@ -271,7 +271,24 @@ class KernelLowering {
     for (int64_t rows = 1; rows <= c.mr; ++rows)
       micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), {c.lanes, rows, c.nr, 1, c.mr},
                                       opts_.cpu, opts_.features));
+    if (c.aRowIndex != kir::kNoExpr) {
+      // A separable A's tables (see packSeparableA), and microkernels reading whole row tiles in
+      // place whose rows are 1 or 2 elements apart (stride-1 and stride-2 convs).
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      auto table = [&](int64_t size, const char* name) {
+        return eb.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(size)), nullptr, name);
+      };
+      separable_.rowOffset = table(c.mc, "arows");
+      separable_.colOffset = table(std::min(c.kc, c.k), "acols");
+      separable_.tileStep = table(c.mc / c.mr, "asteps");
+      for (int64_t step : {1, 2}) {
+        MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true};
+        separable_.inPlace[step - 1] =
+            emitMicrokernel(m_, k_.name + ".micro.inplace" + std::to_string(step), shape, opts_.cpu, opts_.features);
+      }
+    }
 
+    Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
     const int64_t kBlocks = (c.k + c.kc - 1) / c.kc;
     const int64_t blocksPerBatch = c.mBlocks() * c.nBlocks();
     Value* end = smin(fn_->getArg(2), i64(c.numTasks()));  // never past the last task, whatever the caller says
@@ -359,8 +376,29 @@ class KernelLowering {
                                               i64(c.mr)))
                                     : b_.CreateInBoundsGEP(f32, aPacked,
                                                            b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
-                            callMicrokernel(micro, rows,
-                                            {aTile, bPanel, ldb, kLen, src, ldSrc, b_.CreateNot(first), dst, ldDst});
+                            std::vector<Value*> args = {aTile, bPanel, ldb, kLen, src, ldSrc, b_.CreateNot(first),
+                                                        dst,   ldDst,  noColumns};
+                            if (c.aRowIndex == kir::kNoExpr) {
+                              callMicrokernel(micro, rows, args);
+                            } else {
+                              // A tile whose rows are 1 or 2 elements apart is read in place.
+                              Value* step = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.tileStep, t));
+                              Value* inPlace = b_.CreateInBoundsGEP(
+                                  f32, aBatch,
+                                  b_.CreateLoad(b_.getInt64Ty(),
+                                                tableAt(separable_.rowOffset, b_.CreateMul(t, i64(c.mr)))));
+                              std::vector<Value*> direct = args;
+                              direct[0] = inPlace;
+                              direct[9] = tableAt(separable_.colOffset, i64(0));
+                              emitIfElse(
+                                  b_.CreateICmpEQ(step, i64(1)), [&] { b_.CreateCall(separable_.inPlace[0], direct); },
+                                  [&] {
+                                    emitIfElse(
+                                        b_.CreateICmpEQ(step, i64(2)),
+                                        [&] { b_.CreateCall(separable_.inPlace[1], direct); },
+                                        [&] { callMicrokernel(micro, rows, args); });
+                                  });
+                            }
                             // The kernel's store at each point of the tile, along the output's
                             // contiguous axis: j innermost, or i when the GEMM is transposed.
                             auto epilogue = [&] {
@@ -429,28 +467,20 @@ class KernelLowering {
         "apack.i");
   }
 
-  // packA for a separable A (kir::Contraction::aRowIndex): tables of the row offsets R(i) and the
-  // column offsets C(p) of the block, then per row tile and p, A[R(i) + C(p)] for its rows — one
-  // contiguous mr-float copy when the tile's rows are consecutive elements (a stride-1 conv's output
-  // row segment), else element by element.
+  // packA for a separable A (kir::Contraction::aRowIndex): tables of the block's row offsets R(i)
+  // and the K block's column offsets C(p), and per row tile the step between its rows' offsets when
+  // it is whole and they are evenly 1 or 2 apart (a conv's output row segment, stride 1 or 2): such
+  // a tile is read in place by the microkernel (separable_.inPlace). Other tiles (crossing an output
+  // row, at the block's edge) are packed here element by element: A[R(i) + C(p)].
   void packSeparableA(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen,
                       Value* packed) {
     llvm::Type* f32 = b_.getFloatTy();
     llvm::Type* i64Ty = b_.getInt64Ty();
-    auto table = [&](int64_t size, const char* name) {
-      llvm::IRBuilder<> eb(entry_, entry_->begin());
-      return eb.CreateAlloca(llvm::ArrayType::get(i64Ty, static_cast<uint64_t>(size)), nullptr, name);
-    };
-    auto at = [&](llvm::AllocaInst* t, Value* i) {
-      return b_.CreateInBoundsGEP(t->getAllocatedType(), t, {i64(0), i});
-    };
-    llvm::AllocaInst* rowOffset = table(c.mc, "arows");
-    llvm::AllocaInst* colOffset = table(std::min(c.kc, c.k), "acols");
     emitLoop(
         m0, m1,
         [&](Value* i) {
           bind(rowVar(c), i);
-          if (Value* r = value(c.aRowIndex)) b_.CreateStore(r, at(rowOffset, b_.CreateSub(i, m0)));
+          if (Value* r = value(c.aRowIndex)) b_.CreateStore(r, tableAt(separable_.rowOffset, b_.CreateSub(i, m0)));
         },
         "arows.i");
     const ExprId p = k_.reductions[0].loop.vars[0];
@@ -458,62 +488,56 @@ class KernelLowering {
         i64(0), kLen,
         [&](Value* q) {
           bind(p, b_.CreateAdd(kc0, q));
-          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, at(colOffset, q));
+          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, tableAt(separable_.colOffset, q));
         },
         "acols.p");
     Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
+    llvm::AllocaInst* even = entryAlloca(b_.getInt1Ty(), "even");
     emitLoop(
         i64(0), tiles,
         [&](Value* t) {
           Value* r0 = b_.CreateMul(t, i64(c.mr));
           Value* rows = smin(i64(c.mr), b_.CreateSub(b_.CreateSub(m1, m0), r0));
-          Value* first = b_.CreateLoad(i64Ty, at(rowOffset, r0));
-          Value* last = b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, b_.CreateSub(rows, i64(1)))));
-          // Consecutive when whole and last - first == mr - 1 with every step +1; the steps are
-          // checked, since offsets may repeat or fold back (a window wider than its stride).
-          llvm::AllocaInst* steps = entryAlloca(b_.getInt1Ty(), "consecutive");
-          b_.CreateStore(
-              b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)), b_.CreateICmpEQ(b_.CreateSub(last, first), i64(c.mr - 1))),
-              steps);
-          emitIf(b_.CreateLoad(b_.getInt1Ty(), steps), [&] {
+          auto rowOffset = [&](Value* r) { return b_.CreateLoad(i64Ty, tableAt(separable_.rowOffset, b_.CreateAdd(r0, r))); };
+          Value* step = b_.CreateSub(rowOffset(i64(1 % c.mr)), rowOffset(i64(0)));
+          b_.CreateStore(b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)),
+                                      b_.CreateOr(b_.CreateICmpEQ(step, i64(1)), b_.CreateICmpEQ(step, i64(2)))),
+                         even);
+          emitIf(b_.CreateLoad(b_.getInt1Ty(), even), [&] {
             emitLoop(
                 i64(1), i64(c.mr),
                 [&](Value* r) {
-                  Value* prev = b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, b_.CreateSub(r, i64(1)))));
-                  Value* cur = b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, r)));
-                  Value* ok = b_.CreateICmpEQ(cur, b_.CreateAdd(prev, i64(1)));
-                  b_.CreateStore(b_.CreateAnd(b_.CreateLoad(b_.getInt1Ty(), steps), ok), steps);
+                  Value* ok = b_.CreateICmpEQ(rowOffset(r), b_.CreateAdd(rowOffset(b_.CreateSub(r, i64(1))), step));
+                  b_.CreateStore(b_.CreateAnd(b_.CreateLoad(b_.getInt1Ty(), even), ok), even);
                 },
                 "arows.step");
           });
-          Value* tileBase = b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr));
-          auto copyRows = [&](bool consecutive) {
+          Value* isEven = b_.CreateLoad(b_.getInt1Ty(), even);
+          b_.CreateStore(b_.CreateSelect(isEven, step, i64(0)), tableAt(separable_.tileStep, t));
+          emitIf(b_.CreateNot(isEven), [&] {
+            Value* tileBase = b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr));
             emitLoop(
                 i64(0), kLen,
                 [&](Value* q) {
-                  Value* col = b_.CreateLoad(i64Ty, at(colOffset, q));
+                  Value* col = b_.CreateLoad(i64Ty, tableAt(separable_.colOffset, q));
                   Value* dst = b_.CreateInBoundsGEP(f32, packed, b_.CreateAdd(tileBase, b_.CreateMul(q, i64(c.mr))));
-                  Value* src = consecutive ? b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(first, col)) : nullptr;
                   emitLoop(
-                      i64(0), consecutive ? i64(c.mr) : rows,
+                      i64(0), rows,
                       [&](Value* r) {
-                        Value* from =
-                            consecutive
-                                ? b_.CreateInBoundsGEP(f32, src, r)
-                                : b_.CreateInBoundsGEP(
-                                      f32, aBatch,
-                                      b_.CreateAdd(b_.CreateLoad(i64Ty, at(rowOffset, b_.CreateAdd(r0, r))), col));
+                        Value* from = b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset(r), col));
                         b_.CreateAlignedStore(b_.CreateAlignedLoad(f32, from, llvm::Align(4)),
                                               b_.CreateInBoundsGEP(f32, dst, r), llvm::Align(4));
                       },
                       "apack.r");
                 },
                 "apack.p");
-          };
-          emitIfElse(
-              b_.CreateLoad(b_.getInt1Ty(), steps), [&] { copyRows(true); }, [&] { copyRows(false); });
+          });
         },
         "apack.t");
+  }
+
+  Value* tableAt(llvm::AllocaInst* table, Value* i) {
+    return b_.CreateInBoundsGEP(table->getAllocatedType(), table, {i64(0), i});
   }
 
   // B's kc x nr panel for the microkernel: its pointer and row stride. A packed B is used in place; a
@@ -840,6 +864,10 @@ class KernelLowering {
   std::vector<Value*> bases_;
   std::vector<std::unordered_map<ExprId, Value*>> scopes_;
   std::vector<Value*> reduced_;
+  struct SeparableA {  // emitContraction's tables and microkernels for a separable A
+    llvm::AllocaInst *rowOffset = nullptr, *colOffset = nullptr, *tileStep = nullptr;
+    llvm::Function* inPlace[2] = {nullptr, nullptr};  // rows 1 and 2 elements apart
+  } separable_;
   std::vector<kir::LoopPiece> pieces_;             // partition of the innermost outer loop
   const std::map<ExprId, bool>* facts_ = nullptr;  // the piece being emitted: its folded tests
   std::string error_;

@@ -19,12 +19,13 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Type* i64 = b.getInt64Ty();
   llvm::Type* fp = f32->getPointerTo();
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(s.lanes));
-  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64}, false);
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(),
+                                      {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64, i64->getPointerTo()}, false);
   auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
   fn->setDoesNotThrow();
   if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
   if (!features.empty()) fn->addFnAttr("target-features", features);
-  for (unsigned i : {0u, 1u, 4u, 7u}) fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
+  for (unsigned i : {0u, 1u, 4u, 7u, 9u}) fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
   llvm::Value* a = fn->getArg(0);
   llvm::Value* bp = fn->getArg(1);
   llvm::Value* ldb = fn->getArg(2);
@@ -34,6 +35,7 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Value* accumulate = fn->getArg(6);
   llvm::Value* dst = fn->getArg(7);
   llvm::Value* ldDst = fn->getArg(8);
+  llvm::Value* aColumns = fn->getArg(9);
 
   const int64_t vectors = s.nr / s.lanes;
   const llvm::Align scalarAlign(4);
@@ -81,7 +83,11 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
     bv.push_back(b.CreateAlignedLoad(vty, b.CreateBitCast(ptr, vty->getPointerTo()), scalarAlign, "b"));
   }
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::fma, {vty});
-  llvm::Value* aCol = b.CreateInBoundsGEP(f32, a, b.CreateMul(p, b.getInt64(s.aColStride)));
+  llvm::Value* aCol =
+      s.indirectA
+          ? b.CreateInBoundsGEP(f32, a,
+                                b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, p), llvm::Align(8)))
+          : b.CreateInBoundsGEP(f32, a, b.CreateMul(p, b.getInt64(s.aColStride)));
   std::vector<llvm::Value*> next(acc.size());
   for (int64_t i = 0; i < s.rows; ++i) {
     llvm::Value* ai = b.CreateAlignedLoad(f32, b.CreateConstInBoundsGEP1_64(f32, aCol, i * s.aRowStride), scalarAlign);

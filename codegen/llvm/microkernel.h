@@ -14,14 +14,19 @@ struct MicrokernelShape {
   int64_t nr;          // columns: a multiple of lanes
   int64_t aRowStride;  // elements between A's rows
   int64_t aColStride;  // elements between A's columns (the reduction)
+  // A's columns through a table: column p starts at a + aColumns[p] (aColStride unused). A conv's
+  // pixels read in place from its input: the table holds each (channel, tap)'s offset.
+  bool indirectA = false;
 };
 
 // Emits an internal function
 //   void <name>(const float* a, const float* b, int64_t ldb, int64_t kLen,
-//               const float* src, int64_t ldSrc, i1 accumulate, float* dst, int64_t ldDst)
+//               const float* src, int64_t ldSrc, i1 accumulate, float* dst, int64_t ldDst,
+//               const int64_t* aColumns)
 // computing, for i < rows and j < nr,
 //   dst[i * ldDst + j] = (accumulate ? src[i * ldSrc + j] : 0)
 //                        + sum_{p < kLen} a[i * aRowStride + p * aColStride] * b[p * ldb + j]
+// (a[aColumns[p] + i * aRowStride] with indirectA; aColumns is unused otherwise)
 // with the rows x nr accumulators in vector registers (one FMA per lane, rounded once). kLen >= 1.
 // b's rows, and src's and dst's, must be readable/writable as whole vectors (nr floats each): the
 // caller passes the output itself for whole tiles, a scratch tile at the edges. src may be dst.
