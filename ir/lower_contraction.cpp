@@ -230,6 +230,9 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   chooseTile(target, c);
   chooseBlocks(target, c);
+  // A row tile sweeping the panels writes its output rows front to back; its panels then come from
+  // L2, so B's block must fit there (a transposed tile's rows are output columns: not for it).
+  c.rowTilesOuter = !transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2;
   // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack).
   if (!c.aPacked && c.mc * c.kc * 4 > (256 << 10)) return Result();
 

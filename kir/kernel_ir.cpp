@@ -472,7 +472,8 @@ std::string Contraction::str() const {
   if (bLayout != BLayout::Packed)
     os << " offset=" << bOffset << " strides=(" << bBatchStride << ", " << bRowStride << ", " << bColStride << ")";
   os << " tile=" << mr << "x" << nr << " (" << lanes << " lanes) blocks mc=" << mc << " nc=" << nc << " kc=" << kc
-     << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "") << (aPacked ? " A-packed" : "");
+     << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "") << (aPacked ? " A-packed" : "")
+     << (rowTilesOuter ? " row-tiles-outer" : "");
   return os.str();
 }
 

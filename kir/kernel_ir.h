@@ -123,6 +123,9 @@ struct Contraction {
   // fill the vector lanes and the weights are the packed B). The tile is then stored through the
   // epilogue, never in place: no partial sums in the output, one K block.
   bool transposed = false;
+  // Loop order within a K block: each row tile sweeps the block's panels (B's kc x nc block fits in
+  // half of L2; the output is written row after row), instead of each panel meeting every row tile.
+  bool rowTilesOuter = false;
   int64_t mTiles() const { return (m + mr - 1) / mr; }
 
   int64_t mBlocks() const { return (m + mc - 1) / mc; }

@@ -262,7 +262,15 @@ class KernelLowering {
       return b_.CreateBitCast(a, f32->getPointerTo());
     };
     Value* tile = alignedAlloca(c.mr * c.nr, "tile");
-    Value* panelBuf = c.bLayout == BLayout::Packed ? nullptr : alignedAlloca(std::min(c.kc, c.k) * c.nr, "bpanel");
+    // A run-time B is packed a whole kc x nc block at a time when that fits the stack: its rows are
+    // then read front to back (which the hardware prefetchers follow, where a panel's short row
+    // segments a page apart miss in turn when B is not in cache); else panel by panel.
+    const int64_t kcEffective = std::min(c.kc, c.k);
+    const bool blockB = c.bLayout != BLayout::Packed && kcEffective * c.nc * 4 <= (256 << 10);
+    const bool rowTilesOuter = c.rowTilesOuter && (blockB || c.bLayout == BLayout::Packed);
+    Value* panelBuf = c.bLayout == BLayout::Packed ? nullptr
+                      : blockB                     ? alignedAlloca(kcEffective * c.nc, "bblock")
+                                                   : alignedAlloca(kcEffective * c.nr, "bpanel");
     // A's mc x kc block, packed per kc block as row tiles [tile][p][mr]: the microkernel's broadcasts
     // then read one contiguous stream (in place, rows a power-of-two apart alias in L1's sets).
     Value* aPacked = c.aPacked ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
@@ -332,106 +340,130 @@ class KernelLowering {
                 Value* first = b_.CreateICmpEQ(kb, i64(0));
                 Value* last = b_.CreateICmpEQ(kb, i64(kBlocks - 1));
                 if (!c.aPacked) packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
+                if (blockB) packBlockB(c, bBatch, n0, n1, kc0, kLen, panelBuf);
+                Value* panelBegin = b_.CreateUDiv(n0, i64(c.nr));
                 Value* panelEnd = b_.CreateUDiv(b_.CreateAdd(n1, i64(c.nr - 1)), i64(c.nr));
-                emitLoop(
-                    b_.CreateUDiv(n0, i64(c.nr)), panelEnd,
-                    [&](Value* panel) {
-                      Value* j0 = b_.CreateMul(panel, i64(c.nr), "j0");
-                      Value* cols = smin(i64(c.nr), b_.CreateSub(n1, j0));
-                      // (Not a structured binding: clang 14 cannot capture one in the lambdas below.)
-                      const std::pair<Value*, Value*> operand =
-                          panelOperand(c, bBatch, panel, j0, cols, kc0, kLen, panelBuf);
-                      Value* bPanel = operand.first;
-                      Value* ldb = operand.second;
-                      Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
-                      emitLoop(
-                          i64(0), tiles,
-                          [&](Value* t) {
-                            Value* i0 = b_.CreateAdd(m0, b_.CreateMul(t, i64(c.mr)), "i0");
-                            Value* rows = smin(i64(c.mr), b_.CreateSub(m1, i0));
-                            Value* cTile =
-                                cBatch ? b_.CreateInBoundsGEP(f32, cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0))
-                                       : nullptr;
-                            // Partial sums of earlier K blocks live in the output: a whole tile is read
-                            // and written there in place; an edge tile goes through the scratch tile.
-                            // The last K block leaves the tile in scratch for the epilogue.
-                            Value* whole = cTile ? b_.CreateICmpEQ(cols, i64(c.nr)) : b_.getFalse();
-                            if (cTile) {
-                              emitIf(b_.CreateAnd(b_.CreateNot(first), b_.CreateNot(whole)),
-                                     [&] { copyTile(cTile, c.n, tile, c.nr, rows, cols); });
-                            }
-                            Value* src = cTile ? b_.CreateSelect(whole, cTile, tile) : tile;
-                            Value* ldSrc = b_.CreateSelect(whole, i64(c.n), i64(c.nr));
-                            Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(last));
-                            Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, tile) : tile;
-                            Value* ldDst = b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
-                            // Row tile t of the block: packed here per K block, or at compile time
-                            // (tile i0 / mr of all of K, from column kc0 on).
-                            Value* aTile =
-                                c.aPacked
-                                    ? b_.CreateInBoundsGEP(
-                                          f32, aBatch,
-                                          b_.CreateMul(
-                                              b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(c.k)), kc0),
-                                              i64(c.mr)))
-                                    : b_.CreateInBoundsGEP(f32, aPacked,
-                                                           b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
-                            std::vector<Value*> args = {aTile, bPanel, ldb, kLen, src, ldSrc, b_.CreateNot(first),
-                                                        dst,   ldDst,  noColumns};
-                            if (c.aRowIndex == kir::kNoExpr) {
-                              callMicrokernel(micro, rows, args);
-                            } else {
-                              // A tile whose rows are 1 or 2 elements apart is read in place.
-                              Value* step = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.tileStep, t));
-                              Value* inPlace = b_.CreateInBoundsGEP(
-                                  f32, aBatch,
-                                  b_.CreateLoad(b_.getInt64Ty(),
-                                                tableAt(separable_.rowOffset, b_.CreateMul(t, i64(c.mr)))));
-                              std::vector<Value*> direct = args;
-                              direct[0] = inPlace;
-                              direct[9] = tableAt(separable_.colOffset, i64(0));
-                              emitIfElse(
-                                  b_.CreateICmpEQ(step, i64(1)), [&] { b_.CreateCall(separable_.inPlace[0], direct); },
-                                  [&] {
-                                    emitIfElse(
-                                        b_.CreateICmpEQ(step, i64(2)),
-                                        [&] { b_.CreateCall(separable_.inPlace[1], direct); },
-                                        [&] { callMicrokernel(micro, rows, args); });
-                                  });
-                            }
-                            // The kernel's store at each point of the tile, along the output's
-                            // contiguous axis: j innermost, or i when the GEMM is transposed.
-                            auto epilogue = [&] {
-                              auto point = [&](Value* i, Value* j) {
-                                bind(rowVar(c), b_.CreateAdd(i0, i));
-                                bind(colVar(c), b_.CreateAdd(j0, j));
-                                Value* ptr =
-                                    b_.CreateInBoundsGEP(f32, tile, b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
-                                reduced_.assign(1, b_.CreateAlignedLoad(f32, ptr, llvm::Align(4)));
-                                emitStore(store);
-                              };
-                              Value* outerCount = c.transposed ? cols : rows;
-                              Value* innerCount = c.transposed ? rows : cols;
-                              emitLoop(
-                                  i64(0), outerCount,
-                                  [&](Value* x) {
-                                    emitLoop(
-                                        i64(0), innerCount, [&](Value* y) { c.transposed ? point(y, x) : point(x, y); },
-                                        "epi.inner");
-                                  },
-                                  "epi.outer");
-                            };
-                            if (cTile) {
-                              emitIfElse(last, epilogue, [&] {
-                                emitIf(b_.CreateNot(whole), [&] { copyTile(tile, c.nr, cTile, c.n, rows, cols); });
-                              });
-                            } else {
-                              epilogue();
-                            }
-                          },
-                          "tile");
-                    },
-                    "panel");
+                Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
+                // B's panel: in the packed block or the packed weights (no side effects), else
+                // prepared here (copied for Copy, edge panels of Direct).
+                auto panelOf = [&](Value* panel, Value* j0, Value* cols) -> std::pair<Value*, Value*> {
+                  if (!blockB) return panelOperand(c, bBatch, panel, j0, cols, kc0, kLen, panelBuf);
+                  Value* offset = b_.CreateMul(b_.CreateSub(panel, panelBegin), b_.CreateMul(kLen, i64(c.nr)));
+                  return {b_.CreateInBoundsGEP(f32, panelBuf, offset), i64(c.nr)};
+                };
+                // One register tile: row tile t against panel `panel`, then its epilogue.
+                auto tileWork = [&](Value* panel, Value* t, Value* bPanel, Value* ldb) {
+                  Value* j0 = b_.CreateMul(panel, i64(c.nr), "j0");
+                  Value* cols = smin(i64(c.nr), b_.CreateSub(n1, j0));
+                  Value* i0 = b_.CreateAdd(m0, b_.CreateMul(t, i64(c.mr)), "i0");
+                  Value* rows = smin(i64(c.mr), b_.CreateSub(m1, i0));
+                  Value* cTile = cBatch
+                                     ? b_.CreateInBoundsGEP(f32, cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0))
+                                     : nullptr;
+                  // Partial sums of earlier K blocks live in the output: a whole tile is read
+                  // and written there in place; an edge tile goes through the scratch tile.
+                  // The last K block leaves the tile in scratch for the epilogue.
+                  Value* whole = cTile ? b_.CreateICmpEQ(cols, i64(c.nr)) : b_.getFalse();
+                  if (cTile) {
+                    emitIf(b_.CreateAnd(b_.CreateNot(first), b_.CreateNot(whole)),
+                           [&] { copyTile(cTile, c.n, tile, c.nr, rows, cols); });
+                  }
+                  Value* src = cTile ? b_.CreateSelect(whole, cTile, tile) : tile;
+                  Value* ldSrc = b_.CreateSelect(whole, i64(c.n), i64(c.nr));
+                  Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(last));
+                  Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, tile) : tile;
+                  Value* ldDst = b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
+                  // Row tile t of the block: packed here per K block, or at compile time
+                  // (tile i0 / mr of all of K, from column kc0 on).
+                  Value* aTile =
+                      c.aPacked
+                          ? b_.CreateInBoundsGEP(
+                                f32, aBatch,
+                                b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(c.k)), kc0),
+                                             i64(c.mr)))
+                          : b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
+                  std::vector<Value*> args = {aTile, bPanel, ldb,      kLen, src, ldSrc, b_.CreateNot(first),
+                                              dst,   ldDst,  noColumns};
+                  if (c.aRowIndex == kir::kNoExpr) {
+                    callMicrokernel(micro, rows, args);
+                  } else {
+                    // A tile whose rows are 1 or 2 elements apart is read in place.
+                    Value* step = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.tileStep, t));
+                    Value* inPlace = b_.CreateInBoundsGEP(
+                        f32, aBatch,
+                        b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.rowOffset, b_.CreateMul(t, i64(c.mr)))));
+                    std::vector<Value*> direct = args;
+                    direct[0] = inPlace;
+                    direct[9] = tableAt(separable_.colOffset, i64(0));
+                    emitIfElse(
+                        b_.CreateICmpEQ(step, i64(1)), [&] { b_.CreateCall(separable_.inPlace[0], direct); },
+                        [&] {
+                          emitIfElse(
+                              b_.CreateICmpEQ(step, i64(2)), [&] { b_.CreateCall(separable_.inPlace[1], direct); },
+                              [&] { callMicrokernel(micro, rows, args); });
+                        });
+                  }
+                  // The kernel's store at each point of the tile, along the output's
+                  // contiguous axis: j innermost, or i when the GEMM is transposed.
+                  auto epilogue = [&] {
+                    auto point = [&](Value* i, Value* j) {
+                      bind(rowVar(c), b_.CreateAdd(i0, i));
+                      bind(colVar(c), b_.CreateAdd(j0, j));
+                      Value* ptr = b_.CreateInBoundsGEP(f32, tile, b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
+                      reduced_.assign(1, b_.CreateAlignedLoad(f32, ptr, llvm::Align(4)));
+                      emitStore(store);
+                    };
+                    Value* outerCount = c.transposed ? cols : rows;
+                    Value* innerCount = c.transposed ? rows : cols;
+                    emitLoop(
+                        i64(0), outerCount,
+                        [&](Value* x) {
+                          emitLoop(
+                              i64(0), innerCount, [&](Value* y) { c.transposed ? point(y, x) : point(x, y); },
+                              "epi.inner");
+                        },
+                        "epi.outer");
+                  };
+                  if (cTile) {
+                    emitIfElse(last, epilogue, [&] {
+                      emitIf(b_.CreateNot(whole), [&] { copyTile(tile, c.nr, cTile, c.n, rows, cols); });
+                    });
+                  } else {
+                    epilogue();
+                  }
+                };
+                if (rowTilesOuter) {
+                  // Each row tile sweeps the block's panels: its output rows are written front to
+                  // back (prefetchable store streams), its A tile stays in L1, B's block in L2.
+                  emitLoop(
+                      i64(0), tiles,
+                      [&](Value* t) {
+                        emitLoop(
+                            panelBegin, panelEnd,
+                            [&](Value* panel) {
+                              Value* j0 = b_.CreateMul(panel, i64(c.nr));
+                              // (Not a structured binding: clang 14 cannot capture one in lambdas.)
+                              const std::pair<Value*, Value*> operand =
+                                  panelOf(panel, j0, smin(i64(c.nr), b_.CreateSub(n1, j0)));
+                              tileWork(panel, t, operand.first, operand.second);
+                            },
+                            "panel");
+                      },
+                      "tile");
+                } else {
+                  // BLIS's order: each panel of B stays in L1 while the block's row tiles stream past.
+                  emitLoop(
+                      panelBegin, panelEnd,
+                      [&](Value* panel) {
+                        Value* j0 = b_.CreateMul(panel, i64(c.nr));
+                        const std::pair<Value*, Value*> operand =
+                            panelOf(panel, j0, smin(i64(c.nr), b_.CreateSub(n1, j0)));
+                        emitLoop(
+                            i64(0), tiles, [&](Value* t) { tileWork(panel, t, operand.first, operand.second); },
+                            "tile");
+                      },
+                      "panel");
+                }
               },
               "kblock");
         },
@@ -498,7 +530,9 @@ class KernelLowering {
         [&](Value* t) {
           Value* r0 = b_.CreateMul(t, i64(c.mr));
           Value* rows = smin(i64(c.mr), b_.CreateSub(b_.CreateSub(m1, m0), r0));
-          auto rowOffset = [&](Value* r) { return b_.CreateLoad(i64Ty, tableAt(separable_.rowOffset, b_.CreateAdd(r0, r))); };
+          auto rowOffset = [&](Value* r) {
+            return b_.CreateLoad(i64Ty, tableAt(separable_.rowOffset, b_.CreateAdd(r0, r)));
+          };
           Value* step = b_.CreateSub(rowOffset(i64(1 % c.mr)), rowOffset(i64(0)));
           b_.CreateStore(b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)),
                                       b_.CreateOr(b_.CreateICmpEQ(step, i64(1)), b_.CreateICmpEQ(step, i64(2)))),
@@ -538,6 +572,46 @@ class KernelLowering {
 
   Value* tableAt(llvm::AllocaInst* table, Value* i) {
     return b_.CreateInBoundsGEP(table->getAllocatedType(), table, {i64(0), i});
+  }
+
+  // buffer[(q * kLen + p) * nr + jj] = B[kc0 + p][n0 + q * nr + jj] (0 past n1): the block's panels,
+  // B's rows read in order.
+  void packBlockB(const kir::Contraction& c, Value* bBatch, Value* n0, Value* n1, Value* kc0, Value* kLen,
+                  Value* buffer) {
+    llvm::Type* f32 = b_.getFloatTy();
+    Value* panels = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(n1, n0), i64(c.nr - 1)), i64(c.nr));
+    emitLoop(
+        i64(0), kLen,
+        [&](Value* p) {
+          Value* srcRow = b_.CreateInBoundsGEP(
+              f32, bBatch,
+              b_.CreateAdd(b_.CreateMul(b_.CreateAdd(kc0, p), i64(c.bRowStride)), b_.CreateMul(n0, i64(c.bColStride))));
+          emitLoop(
+              i64(0), panels,
+              [&](Value* q) {
+                Value* cols = smin(i64(c.nr), b_.CreateSub(b_.CreateSub(n1, n0), b_.CreateMul(q, i64(c.nr))));
+                Value* src = b_.CreateInBoundsGEP(f32, srcRow, b_.CreateMul(q, i64(c.nr * c.bColStride)));
+                Value* dst =
+                    b_.CreateInBoundsGEP(f32, buffer, b_.CreateMul(b_.CreateAdd(b_.CreateMul(q, kLen), p), i64(c.nr)));
+                emitLoop(
+                    i64(0), cols,
+                    [&](Value* j) {
+                      Value* v = b_.CreateAlignedLoad(
+                          f32, b_.CreateInBoundsGEP(f32, src, b_.CreateMul(j, i64(c.bColStride))), llvm::Align(4));
+                      b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(f32, dst, j), llvm::Align(4));
+                    },
+                    "bblock.j");
+                emitLoop(
+                    cols, i64(c.nr),
+                    [&](Value* j) {
+                      b_.CreateAlignedStore(llvm::ConstantFP::get(f32, 0.0), b_.CreateInBoundsGEP(f32, dst, j),
+                                            llvm::Align(4));
+                    },
+                    "bblock.zero");
+              },
+              "bblock.q");
+        },
+        "bblock.p");
   }
 
   // B's kc x nr panel for the microkernel: its pointer and row stride. A packed B is used in place; a

@@ -85,8 +85,7 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::fma, {vty});
   llvm::Value* aCol =
       s.indirectA
-          ? b.CreateInBoundsGEP(f32, a,
-                                b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, p), llvm::Align(8)))
+          ? b.CreateInBoundsGEP(f32, a, b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, p), llvm::Align(8)))
           : b.CreateInBoundsGEP(f32, a, b.CreateMul(p, b.getInt64(s.aColStride)));
   std::vector<llvm::Value*> next(acc.size());
   for (int64_t i = 0; i < s.rows; ++i) {
