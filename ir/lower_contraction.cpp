@@ -51,14 +51,19 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
                        static_cast<double>(c.k);
   // A row block re-reads all of B, a column block all of A: split the dimension whose blocks re-read
   // the smaller operand (m x k against k x n) first — columns for a conv's 1 x 1 GEMM (small
-  // weights, many pixels), while a block keeps several row tiles (B panels are reused across them).
-  const bool columnsFirst = c.m < c.n;
+  // weights, many pixels) — then rows while a block keeps several row tiles (B panels are reused
+  // across them).
+  // A run-time A is repacked by every column block (scalar copies), a packed B costs nothing to
+  // re-read: split columns first only where A is packed or B is not.
+  const bool columnsFirst = c.m < c.n && (c.aPacked || c.bLayout != kir::Contraction::BLayout::Packed);
+  // A column block of a run-time A keeps 4 panels at least: each block repacks its A rows.
+  const int64_t minPanels = c.aPacked ? 1 : 4;
   while (c.numTasks() < kMinTasks && flops / static_cast<double>(2 * c.numTasks()) >= kMinTaskFlops) {
-    if (columnsFirst && c.nc >= 2 * c.nr) {
+    if (columnsFirst && c.nc >= 2 * c.nr * minPanels) {
       c.nc = roundUp(c.nc / 2, c.nr);
     } else if (c.mc >= 4 * c.mr && c.mBlocks() * 2 <= (c.m + c.mr - 1) / c.mr) {
       c.mc = roundUp(c.mc / 2, c.mr);
-    } else if (c.nc >= 2 * c.nr) {
+    } else if (c.nc >= 2 * c.nr * minPanels) {
       c.nc = roundUp(c.nc / 2, c.nr);
     } else if (c.mc >= 2 * c.mr) {
       c.mc = roundUp(c.mc / 2, c.mr);
@@ -228,6 +233,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   };
   const bool packB = readDirectly(rhs);
   c.aPacked = readDirectly(lhs) && lhs != rhs;
+  if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
   chooseTile(target, c);
   chooseBlocks(target, c);
   // A row tile sweeping the panels writes its output rows front to back; its panels then come from
@@ -245,7 +251,6 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
     result.packed.push_back({lhs, lhsTiled, c.mr});
   }
   if (packB) {
-    c.bLayout = kir::Contraction::BLayout::Packed;
     layouts[rhs] = tiledLayout(rhs->shape(), rhsTiled, c.nr, rhsStride == 0 ? 1 : c.batch);
     result.packed.push_back({rhs, rhsTiled, c.nr});
   }
