@@ -156,12 +156,13 @@ std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, cons
     strided = strided && k.expr(term).op == kir::ExprOp::Var;
     (isRow ? rowTerms : colTerms).emplace_back(term, coef);
   }
-  if (strided) {
+  if (strided && !separable) {
     s.row = a->coefficient(rowVar);
     s.col = a->coefficient(p);
     return s;
   }
   if (!separable) return std::nullopt;
+  // (A strided operand in separable form too: its whole row tiles are then read in place.)
   s.rowIndex = appendSum(k, rowTerms);
   s.colIndex = appendSum(k, colTerms);
   return s;
@@ -213,8 +214,15 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
 
   // A conv's input patches (an Im2Col in the group, read in place as a separable operand) make the
   // contraction transposed: pixels x channels, weights as the packed B (see kir::Contraction).
+  // So is a GEMM with few columns and many rows (a 1 x 1 conv on a 2 x 2 image: 4 pixels, 1280
+  // channels), where nr-wide panels would be mostly padding: transposed when that pads the FMAs
+  // (m x roundUp(n, nr) against n x roundUp(m, nr)) by 20% less.
+  const int64_t nr = 2 * target.lanes;  // chooseTile's
+  const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, nr));
+  const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, nr));
   const bool transposed =
-      std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; });
+      std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; }) ||
+      5 * paddedTransposed < 4 * paddedAsIs;
   kir::Contraction c;
   c.transposed = transposed;
   c.batch = gemm->batch;
@@ -239,8 +247,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // A row tile sweeping the panels writes its output rows front to back; its panels then come from
   // L2, so B's block must fit there (a transposed tile's rows are output columns: not for it).
   c.rowTilesOuter = !transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2;
-  // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack).
-  if (!c.aPacked && c.mc * c.kc * 4 > (256 << 10)) return Result();
+  // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack,
+  // with B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked: up to
+  // 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels).
+  if (!c.aPacked && c.mc * c.kc * 4 > (transposed ? 512 << 10 : 256 << 10)) return Result();
 
   // Stored transposed, lhs's rows are its last axis (b is [.., K, N]) and rhs's columns its first.
   const int lhsTiled = transposed ? kTiledColumns : kTiledRows, rhsTiled = transposed ? kTiledRows : kTiledColumns;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -60,10 +61,27 @@ struct ThreadPool::Impl {
   std::condition_variable doneCv;
   Job job;
   uint64_t generation = 0;
+  std::atomic<uint64_t> published{0};  // generation, readable without the mutex (for spinning)
+  std::atomic<int> running{0};         // active, likewise
   bool jobOpen = false;
   int slots = 0;
   int active = 0;
   bool stop = false;
+
+  // Before blocking on a condition variable, a thread polls for a short while: kernels come back to
+  // back (tens of them per model run), and waking a sleeping thread costs tens of microseconds —
+  // more than a small kernel's whole work. Bounded, so an idle pool sleeps.
+  template <typename Ready>
+  static void spinUntil(Ready ready) {
+    constexpr auto kSpin = std::chrono::microseconds(50);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 1; !ready(); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (i % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) return;
+    }
+  }
 
   void runChunks(const Job& j) {
     bool wasInside = tlsInsideParallel;
@@ -82,17 +100,22 @@ struct ThreadPool::Impl {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
+      lock.unlock();
+      spinUntil([&] { return published.load(std::memory_order_acquire) != seen; });
+      lock.lock();
       workCv.wait(lock, [&] { return stop || generation != seen; });
       if (stop) return;
       seen = generation;
       if (!jobOpen || slots == 0) continue;
       --slots;
       ++active;
+      running.store(active, std::memory_order_release);
       Job j = job;
       lock.unlock();
       runChunks(j);
       lock.lock();
-      if (--active == 0) doneCv.notify_all();
+      running.store(--active, std::memory_order_release);
+      if (active == 0) doneCv.notify_all();
     }
   }
 };
@@ -152,11 +175,17 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, const std::functio
     impl_->slots = static_cast<int>(std::min<int64_t>(numChunks - 1, threads - 1));
     impl_->jobOpen = true;
     ++impl_->generation;
+    impl_->published.store(impl_->generation, std::memory_order_release);
   }
   impl_->workCv.notify_all();
   impl_->runChunks(job);
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->jobOpen = false;
+  if (impl_->active != 0) {
+    lock.unlock();
+    Impl::spinUntil([&] { return impl_->running.load(std::memory_order_acquire) == 0; });
+    lock.lock();
+  }
   impl_->doneCv.wait(lock, [&] { return impl_->active == 0; });
 }
 

@@ -51,6 +51,12 @@ constexpr ContractionCase kCases[] = {
     {"ConstantA", 1, 30, 150, 70, false, false, false, false, false, Epilogue::Sigmoid, true},
     {"ConstantABatchedB", 3, 16, 64, 40, false, false, true, false, false, Epilogue::BiasRelu, true},
     {"ConstantAKBlocks", 1, 9, 5000, 33, false, false, false, false, false, Epilogue::None, true},
+    // Few columns, many rows: computed transposed (rows of the product as the GEMM's columns, stored
+    // through the epilogue), the run-time operand's row tiles read in place where whole.
+    {"FewColumnsConstantB", 1, 200, 96, 5, true, false, false, false, false, Epilogue::BiasRelu},
+    {"FewColumnsRuntimeBatched", 3, 70, 40, 3, false, true, true, false, false, Epilogue::Residual},
+    {"FewColumnsTransposedA", 2, 45, 33, 2, false, true, true, true, false, Epilogue::Sigmoid},
+    {"FewColumnsLongK", 1, 64, 3000, 4, true, false, false, false, false, Epilogue::None},
 };
 
 Tensor randomF32(const Shape& shape, std::mt19937& rng) { return randomTensor(DType::F32, shape, rng); }

@@ -34,8 +34,10 @@ const ConvCase kConvCases[] = {
     {"StemLike", 1, 3, 64, 30, 30, 7, 2, 1, {3, 3, 3, 3}, true, true},
     {"AsymmetricPads", 1, 5, 7, 9, 10, 3, 1, 1, {1, 0, 2, 1}, true, true},
     {"RuntimeWeights", 1, 6, 10, 7, 7, 3, 1, 1, {1, 1, 1, 1}, false, true},
-    // K = 520 * 9 = 4680 > 4096: no in-place patches; the GEMM keeps the K-blocked form.
-    {"LongK", 1, 520, 8, 4, 4, 3, 1, 1, {1, 1, 1, 1}, true, false},
+    // ResNet's last stage at a small input: 2 x 2 pixels (one 4-row tile), K = 4608.
+    {"ResNetLayer4Small", 1, 512, 40, 2, 2, 3, 1, 1, {1, 1, 1, 1}, true, true},
+    // K = 1030 * 9 = 9270 > 9216: no in-place patches; the GEMM keeps the K-blocked form.
+    {"LongK", 1, 1030, 8, 4, 4, 3, 1, 1, {1, 1, 1, 1}, true, false},
 };
 
 void runConv(const ConvCase& c, int optLevel) {
