@@ -1,8 +1,9 @@
 // Explicit padding (cpu): a padded Conv or Im2Col reads its input through a zero Pad node instead of
 // testing every tap against the borders. The window then reads the padded copy at affine indices
-// (ir/ops/window.h tests no bound that cannot be crossed), so Im2Col's rows are contiguous copies
-// and a depthwise conv's taps are plain loads LLVM vectorises along the output row; the copy costs
-// one pass over the (small) input. The fusion policy keeps the Pad materialised (passes/fusion.cpp).
+// (ir/ops/window.h tests no bound that cannot be crossed), so Im2Col's patches are separable and a
+// packed GEMM reads them in place (ir/lower_contraction.cpp), and a depthwise conv's taps along a
+// long unit-stride output row are plain loads LLVM vectorises; the copy costs one pass over the
+// (small) input. The fusion policy keeps the Pad materialised (passes/fusion.cpp).
 #include "ir/builder.h"
 #include "ir/ops/window.h"
 #include "passes/pass.h"
@@ -36,6 +37,14 @@ Expected<bool> explicitPadding(Graph& graph) {
     bool padded = false;
     for (int i = 0; i < w.rank(); ++i) padded |= w.padBegin[i] != 0 || w.padEnd[i] != 0;
     if (!padded) continue;
+    // A conv that stays a window (depthwise) gains from the copy only along long unit-stride output
+    // rows, whose taps then vectorise without a border; elsewhere the partitioned border loops of
+    // the implicit padding cost less than a pass over the input (measured, bench/NOTES.md).
+    if (n->op() == OpKind::Conv) {
+      const Shape& out = n->output(0)->shape();
+      const bool longRows = out.rank() >= 3 && out[out.rank() - 1] >= 32;
+      if (!longRows || w.strides[static_cast<size_t>(w.rank() - 1)] != 1) continue;
+    }
     // Pad [N, C, spatial...] by [0, 0, begin...] and [0, 0, end...].
     std::vector<int64_t> pads(2 * (static_cast<size_t>(w.rank()) + 2), 0);
     for (int i = 0; i < w.rank(); ++i) {
