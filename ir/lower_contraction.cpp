@@ -118,12 +118,16 @@ kir::ExprId appendSum(kir::Kernel& k, const std::vector<std::pair<kir::ExprId, i
   return sum;
 }
 
+// How an operand may be read: strided only (B), strided where it can be else separable (A), or
+// always separable (the transposed GEMM's A: its whole row tiles are read in place).
+enum class IndexForm { Strided, StridedOrSeparable, Separable };
+
 // `batchVars`: the outer loop's batch vars; `rowVar` the var of the operand's rows (or columns) and
-// `otherVar` that of the other operand's; `p` the reduction var. A separable form is appended to the
-// kernel's expressions only when `separable` is true and no strided one exists.
+// `otherVar` that of the other operand's; `p` the reduction var. A separable form's R and C are
+// appended to the kernel's expressions.
 std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, const std::vector<kir::ExprId>& batchVars,
                                          kir::ExprId rowVar, kir::ExprId otherVar, kir::ExprId p,
-                                         const std::vector<int64_t>& batchExtents, bool separable) {
+                                         const std::vector<int64_t>& batchExtents, IndexForm form) {
   std::optional<kir::AffineForm> a = kir::affineForm(k.exprs, index);
   if (!a) return std::nullopt;
   OperandIndex s;
@@ -156,13 +160,12 @@ std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, cons
     strided = strided && k.expr(term).op == kir::ExprOp::Var;
     (isRow ? rowTerms : colTerms).emplace_back(term, coef);
   }
-  if (strided && !separable) {
+  if (strided && form != IndexForm::Separable) {
     s.row = a->coefficient(rowVar);
     s.col = a->coefficient(p);
     return s;
   }
-  if (!separable) return std::nullopt;
-  // (A strided operand in separable form too: its whole row tiles are then read in place.)
+  if (form == IndexForm::Strided) return std::nullopt;
   s.rowIndex = appendSum(k, rowTerms);
   s.colIndex = appendSum(k, colTerms);
   return s;
@@ -292,8 +295,8 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   if (c.aPacked) {
     c.aBatchStride = lhsStride;
   } else {
-    std::optional<OperandIndex> sa =
-        operandIndex(kernel, loadL.a, batchVars, rowVar, colVar, p, batchExtents, /*separable=*/transposed);
+    std::optional<OperandIndex> sa = operandIndex(kernel, loadL.a, batchVars, rowVar, colVar, p, batchExtents,
+                                                  transposed ? IndexForm::Separable : IndexForm::StridedOrSeparable);
     if (!sa) return Result();
     c.aOffset = sa->offset;
     c.aBatchStride = sa->batch;
@@ -305,7 +308,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   c.bSlot = loadR.slot;
   if (!packB) {
     std::optional<OperandIndex> sb =
-        operandIndex(kernel, loadR.a, batchVars, colVar, rowVar, p, batchExtents, /*separable=*/false);
+        operandIndex(kernel, loadR.a, batchVars, colVar, rowVar, p, batchExtents, IndexForm::Strided);
     if (!sb) return Result();
     c.bOffset = sb->offset;
     c.bBatchStride = sb->batch;

@@ -337,16 +337,35 @@ ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
   const int64_t quotientConstant = floorDiv(constant, divisor);
   const int64_t remainderConstant = constant - quotientConstant * divisor;
   int64_t lo = remainderConstant, hi = remainderConstant;
+  bool inRange = true, splittable = quotientConstant != 0;
   for (const auto& [term, coef] : terms) {
-    if (coef % divisor == 0) continue;
+    if (coef % divisor == 0) {
+      splittable = true;
+      continue;
+    }
     auto extent = varExtent_.find(term);
-    if (extent == varExtent_.end() || extent->second < 1) return kNoExpr;
     int64_t span = 0;
-    if (__builtin_mul_overflow(coef, extent->second - 1, &span)) return kNoExpr;
-    if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) return kNoExpr;
+    inRange = inRange && extent != varExtent_.end() && extent->second >= 1 &&
+              !__builtin_mul_overflow(coef, extent->second - 1, &span) &&
+              !__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi);
   }
-  if (lo < 0 || hi >= divisor) return kNoExpr;
+  inRange = inRange && lo >= 0 && hi < divisor;
   const bool quotient = op == ExprOp::FloorDiv;
+  if (!inRange) {
+    // Still exact for any integers: (d * q + r) / d = q + r / d and (d * q + r) % d = r % d, which
+    // leaves each variable's own div/mod ((v1 * 64 + v3) / 16 with v3 < 64 -> v1 * 4 + v3 / 16): an
+    // index separable by variable, as packed contractions read them.
+    if (!splittable) return kNoExpr;
+    ExprId rest = i64(remainderConstant), multiple = i64(quotientConstant);
+    for (const auto& [term, coef] : terms) {
+      if (coef % divisor == 0)
+        multiple = add(multiple, mul(term, i64(coef / divisor)));
+      else
+        rest = add(rest, mul(term, i64(coef)));
+    }
+    const ExprId inner = binary(op, rest, i64(divisor));
+    return quotient ? add(multiple, inner) : inner;
+  }
   ExprId result = i64(quotient ? quotientConstant : remainderConstant);
   for (const auto& [term, coef] : terms) {
     if ((coef % divisor == 0) != quotient) continue;

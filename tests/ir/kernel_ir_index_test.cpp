@@ -31,8 +31,14 @@ TEST(KernelIrIndex, DivModStayWhenAVariableCanCrossTheDivisor) {
   kir::KernelBuilder kb("k");
   std::vector<kir::ExprId> v = kb.setOuter({4, 10});  // v1 < 10: v1 / 9 is not always 0
   const kir::ExprId flat = kb.add(kb.mul(v[0], kb.i64(9)), v[1]);
-  EXPECT_EQ(kb.node(kb.binary(ExprOp::FloorDiv, flat, kb.i64(9))).op, ExprOp::FloorDiv);
-  EXPECT_EQ(kb.node(kb.binary(ExprOp::FloorMod, flat, kb.i64(9))).op, ExprOp::FloorMod);
+  // The exact multiple splits off; the division stays on the part that can cross:
+  // (9 v0 + v1) / 9 = v0 + v1 / 9 and (9 v0 + v1) % 9 = v1 % 9.
+  const kir::ExprId v1Div = kb.binary(ExprOp::FloorDiv, v[1], kb.i64(9));
+  EXPECT_EQ(kb.node(v1Div).op, ExprOp::FloorDiv);
+  EXPECT_EQ(kb.binary(ExprOp::FloorDiv, flat, kb.i64(9)), kb.add(v[0], v1Div));
+  const kir::ExprId v1Mod = kb.binary(ExprOp::FloorMod, v[1], kb.i64(9));
+  EXPECT_EQ(kb.node(v1Mod).op, ExprOp::FloorMod);
+  EXPECT_EQ(kb.binary(ExprOp::FloorMod, flat, kb.i64(9)), v1Mod);
   // A negative part may leave [0, divisor): (v1 - 1) % 9 with v1 = 0 is 8, not v1 - 1.
   const kir::ExprId below = kb.sub(kb.mul(v[0], kb.i64(0)), kb.i64(1));
   EXPECT_EQ(kb.binary(ExprOp::FloorMod, kb.add(below, v[0]), kb.i64(9)) == kb.add(below, v[0]), false);
@@ -58,6 +64,46 @@ TEST(KernelIrIndex, SimplifiedKernelsComputeWhatTheFormulaSays) {
   for (int64_t a = 0; a < 3; ++a)
     for (int64_t b = 0; b < 7; ++b)
       for (int64_t c = 0; c < 5; ++c) EXPECT_EQ(out.getInt((a * 7 + b) * 5 + c), a * 1000 + b * 10 + c);
+}
+
+}  // namespace
+}  // namespace nnc
+
+namespace nnc {
+namespace {
+
+int64_t floorDivRef(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// Splitting an exact multiple off a div/mod ((d q + r) / d = q + r / d) holds for every value, also
+// where the rest crosses the divisor or is negative: brute force over the loop domain.
+TEST(KernelIrIndex, PartialDivModSplitsAreExactForEveryValue) {
+  const int64_t d = 6;
+  kir::KernelBuilder kb("k");
+  const int divSlot = kb.addParam("div", DType::I64, 5 * 13, true);
+  const int modSlot = kb.addParam("mod", DType::I64, 5 * 13, true);
+  std::vector<kir::ExprId> v = kb.setOuter({5, 13});  // v1 < 13 crosses 6 twice
+  // 12 v0 + 2 v1 - 7 (-7 has a multiple -12 and a rest 5), 18 v0 + v1 (the multiple part only v0).
+  const kir::ExprId e = kb.add(kb.add(kb.mul(v[0], kb.i64(12)), kb.mul(v[1], kb.i64(2))), kb.i64(-7));
+  const kir::ExprId f = kb.add(kb.mul(v[0], kb.i64(18)), v[1]);
+  const kir::ExprId flat = kb.add(kb.mul(v[0], kb.i64(13)), v[1]);
+  kb.addStore(
+      divSlot, flat,
+      kb.add(kb.mul(kb.binary(ExprOp::FloorDiv, e, kb.i64(d)), kb.i64(100)), kb.binary(ExprOp::FloorDiv, f, kb.i64(d))),
+      false);
+  kb.addStore(
+      modSlot, flat,
+      kb.add(kb.mul(kb.binary(ExprOp::FloorMod, e, kb.i64(d)), kb.i64(100)), kb.binary(ExprOp::FloorMod, f, kb.i64(d))),
+      false);
+  kir::Kernel k = kb.finish();
+  Tensor div(DType::I64, Shape({5 * 13})), mod(DType::I64, Shape({5 * 13}));
+  ASSERT_TRUE(kir::interpret(k, {&div, &mod}).isOk());
+  for (int64_t a = 0; a < 5; ++a)
+    for (int64_t b = 0; b < 13; ++b) {
+      const int64_t x = 12 * a + 2 * b - 7, y = 18 * a + b;
+      EXPECT_EQ(div.getInt(a * 13 + b), floorDivRef(x, d) * 100 + floorDivRef(y, d)) << a << "," << b;
+      EXPECT_EQ(mod.getInt(a * 13 + b), (x - floorDivRef(x, d) * d) * 100 + (y - floorDivRef(y, d) * d))
+          << a << "," << b;
+    }
 }
 
 }  // namespace
