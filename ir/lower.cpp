@@ -46,6 +46,13 @@ void bindGroupInputs(const KernelGroup& group, kir::KernelBuilder& kb, LoweredKe
       };
       continue;
     }
+    // A one-element constant (an exponent, epsilon, a scale) is an expression constant: the kernel
+    // then folds it (pow(x, 2) -> x * x) and loads nothing.
+    if (v->isConstant() && v->shape().numel() == 1 && (v->dtype() == DType::F32 || v->dtype() == DType::F64)) {
+      const kir::ExprId c = kb.constant(v->dtype(), v->constant().getDouble(0));
+      gens[v] = [c](const std::vector<kir::ExprId>&) { return c; };
+      continue;
+    }
     const int slot = kb.addParam(v->name(), v->dtype(), v->shape().numel(), /*isOutput=*/false);
     lowered.params.push_back(v);
     Shape shape = v->shape();
