@@ -208,8 +208,8 @@ ExprId KernelBuilder::binary(ExprOp op, ExprId a, ExprId b) {
   NNC_CHECK(t == dtypeOf(b), std::string("operand dtypes differ in ") + exprOpName(op) + ": " +
                                  std::string(dtypeName(t)) + " vs " + std::string(dtypeName(dtypeOf(b))));
   DType resultType = isComparison(op) ? DType::Bool : t;
-  // pow(x, 2) is x * x exactly (a correctly rounded pow rounds the same product once), and a
-  // decomposed LayerNorm's variance squares 4M elements: no libm call per element.
+  // pow(x, 2) as x * x: the correctly rounded square (libm's powf is within an ulp of it), and a
+  // decomposed LayerNorm's variance squares millions of elements: no libm call per element.
   if (op == ExprOp::Pow && isFloat(t) && kernel_.exprs[b].op == ExprOp::Const) {
     if (kernel_.exprs[b].fval == 2.0) return binary(ExprOp::Mul, a, a);
     if (kernel_.exprs[b].fval == 1.0) return a;
