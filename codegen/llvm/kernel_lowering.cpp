@@ -804,10 +804,28 @@ class KernelLowering {
     llvm::AllocaInst* bestIndex = isArg ? entryAlloca(b_.getInt64Ty(), name + ".idx") : nullptr;
     b_.CreateStore(identity(r.op, t), acc);
     if (isArg) b_.CreateStore(b_.getInt64(0), bestIndex);
+    // A float max/min propagates NaN, which LLVM's vectoriser does not see as a reduction. With
+    // reassociation allowed it is split into two it does see: maxnum/minnum over the values
+    // (NaN-ignoring, flagged nnan), and an OR of "is NaN"; a NaN anywhere gives NaN at the end.
+    const bool splitNaN = opts_.reassociateReductions && (r.op == ReduceOp::Max || r.op == ReduceOp::Min) &&
+                          (t == DType::F32 || t == DType::F64);
+    llvm::AllocaInst* sawNaN = splitNaN ? entryAlloca(b_.getInt1Ty(), name + ".nan") : nullptr;
+    if (splitNaN) b_.CreateStore(b_.getFalse(), sawNaN);
     emitLoopNest(r.loop, 0, name + ".", [&] {
       Value* v = value(r.body);
       if (!v) return;
       Value* cur = b_.CreateLoad(ty, acc);
+      if (splitNaN) {
+        llvm::FastMathFlags fmf;
+        fmf.setNoNaNs();
+        fmf.setNoSignedZeros();
+        Value* next =
+            b_.CreateBinaryIntrinsic(r.op == ReduceOp::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, cur, v);
+        llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
+        b_.CreateStore(next, acc);
+        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(v, v)), sawNaN);
+        return;
+      }
       if (!isArg) {
         b_.CreateStore(combine(r.op, t, cur, v), acc);
         return;
@@ -842,6 +860,9 @@ class KernelLowering {
       b_.CreateStore(b_.CreateSelect(better, flat, b_.CreateLoad(b_.getInt64Ty(), bestIndex)), bestIndex);
     });
     if (isArg) return b_.CreateLoad(b_.getInt64Ty(), bestIndex, name);
+    if (splitNaN)
+      return b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), sawNaN), llvm::ConstantFP::getNaN(ty),
+                             b_.CreateLoad(ty, acc), name);
     return b_.CreateLoad(ty, acc, name);
   }
 

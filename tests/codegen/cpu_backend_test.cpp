@@ -243,6 +243,43 @@ TEST(CpuBackend, MaxReductionPropagatesNaN) {
   EXPECT_EQ(bufs[2].getDouble(2), -2);
 }
 
+// Rows long enough for the vectorised max/min (maxnum/minnum plus a NaN flag): a NaN in the vector
+// body or in the remainder still wins; rows without one give the plain extremum.
+TEST(CpuBackend, LongMaxReductionPropagatesNaNFromAnyPosition) {
+  constexpr int64_t kRows = 4, kLen = 100;
+  KernelBuilder kb("nan_max_long");
+  int x = kb.addParam("x", DType::F32, kRows * kLen, false);
+  int mx = kb.addParam("mx", DType::F32, kRows, true);
+  int mn = kb.addParam("mn", DType::F32, kRows, true);
+  auto v = kb.setOuter({kRows});
+  auto r1 = kb.reductionVars({kLen});
+  kb.addStore(mx, v[0], kb.reduce(ReduceOp::Max, r1, kb.load(x, kb.add(kb.mul(v[0], kb.i64(kLen)), r1[0]))), false);
+  auto r2 = kb.reductionVars({kLen});
+  kb.addStore(mn, v[0], kb.reduce(ReduceOp::Min, r2, kb.load(x, kb.add(kb.mul(v[0], kb.i64(kLen)), r2[0]))), false);
+  std::vector<float> xs(kRows * kLen);
+  for (int64_t i = 0; i < kRows * kLen; ++i) xs[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  xs[0 * kLen + 3] = nan;   // early, in the vector body
+  xs[1 * kLen + 97] = nan;  // in the remainder
+  xs[3 * kLen + 50] = -std::numeric_limits<float>::infinity();
+  auto bufs = runChecked(kb.finish(), {Tensor::fromFloats(xs, {kRows, kLen}), Tensor(DType::F32, Shape{kRows}),
+                                       Tensor(DType::F32, Shape{kRows})});
+  ASSERT_EQ(bufs.size(), 3u);
+  for (int64_t row : {0, 1}) {
+    EXPECT_TRUE(std::isnan(bufs[1].getDouble(row))) << row;
+    EXPECT_TRUE(std::isnan(bufs[2].getDouble(row))) << row;
+  }
+  for (int64_t row : {2, 3}) {
+    float hi = -INFINITY, lo = INFINITY;
+    for (int64_t i = 0; i < kLen; ++i) {
+      hi = std::max(hi, xs[row * kLen + i]);
+      lo = std::min(lo, xs[row * kLen + i]);
+    }
+    EXPECT_EQ(bufs[1].getDouble(row), hi) << row;
+    EXPECT_EQ(bufs[2].getDouble(row), lo) << row;
+  }
+}
+
 TEST(CpuBackend, ArgMaxArgMinWithTies) {
   // Rows of x (4x5); argmax/argmin with first and last tie-breaking (numpy: first).
   KernelBuilder kb("argmax_ties");
