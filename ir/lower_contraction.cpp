@@ -33,7 +33,7 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
 // layer (1 x 784 x 512: 0.8 MFLOP) cannot afford sixteen times.
 void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   constexpr int64_t kFloat = 4, kMinTasks = 16, kMaxPackedA = 128 << 10;
-  constexpr double kMinTaskFlops = 2e6;
+  constexpr double kMinTaskFlops = 2e6, kMinTaskBytes = 512 << 10;
   // kc: a kc x nr panel of B in a quarter of L2. BLIS sizes it for L1; measured here (Zen 4, 1 MiB
   // L2, 1024^3 at 1 thread) long K blocks win: kc 128 (L1-sized) 22.5 ms, 256 21.2, 384 21.1, 1024
   // 20.2 — each K block costs a pass over the partial sums and a repack of A, while the L2 streams
@@ -58,7 +58,14 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   const bool columnsFirst = c.m < c.n && (c.aPacked || c.bLayout != kir::Contraction::BLayout::Packed);
   // A column block of a run-time A keeps 4 panels at least: each block repacks its A rows.
   const int64_t minPanels = c.aPacked ? 1 : 4;
-  while (c.numTasks() < kMinTasks && flops / static_cast<double>(2 * c.numTasks()) >= kMinTaskFlops) {
+  // A matrix-vector product is bound by streaming B, not by FMAs: split it while each task still
+  // streams 512 KiB of B (a classifier's 1 x 1280 x 1000: 5 MB over both cores' bandwidth).
+  const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n) * static_cast<double>(c.batch);
+  auto worthSplitting = [&] {
+    const double tasks = static_cast<double>(2 * c.numTasks());
+    return flops / tasks >= kMinTaskFlops || bBytes / tasks >= kMinTaskBytes;
+  };
+  while (c.numTasks() < kMinTasks && worthSplitting()) {
     if (columnsFirst && c.nc >= 2 * c.nr * minPanels) {
       c.nc = roundUp(c.nc / 2, c.nr);
     } else if (c.mc >= 4 * c.mr && c.mBlocks() * 2 <= (c.m + c.mr - 1) / c.mr) {

@@ -11,7 +11,7 @@ namespace nnc::kir {
 namespace {
 
 using Int = __int128;
-constexpr int64_t kMinPieceToSplit = 16;  // bounds of sums of int64 products: no overflow to guard
+constexpr int64_t kMinPieceToSplit = 8;  // bounds of sums of int64 products: no overflow to guard
 
 Int floorDiv(Int a, Int b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 Int ceilDiv(Int a, Int b) { return -floorDiv(-a, b); }

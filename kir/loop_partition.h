@@ -24,7 +24,7 @@ struct LoopPiece {
 
 // The pieces covering [0, extent) of the innermost outer variable in order, at most `maxPieces`;
 // empty when partitioning would fold nothing (no such test), would need too many pieces, or would
-// leave no piece of 16 points or more (too short to vectorise: the split only adds loops).
+// leave no piece of 8 points or more (too short to vectorise: the split only adds loops).
 // A test counts when it is affine in the innermost variable and otherwise only in reduction and
 // inner-loop variables, whose extents bound it.
 std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPieces = 5);
