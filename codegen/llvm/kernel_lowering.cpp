@@ -346,7 +346,9 @@ class KernelLowering {
                 Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
                 // B's panel: in the packed block or the packed weights (no side effects), else
                 // prepared here (copied for Copy, edge panels of Direct).
-                auto panelOf = [&](Value* panel, Value* j0, Value* cols) -> std::pair<Value*, Value*> {
+                auto panelOf = [&](Value* panel) -> std::pair<Value*, Value*> {
+                  Value* j0 = b_.CreateMul(panel, i64(c.nr));
+                  Value* cols = smin(i64(c.nr), b_.CreateSub(n1, j0));
                   if (!blockB) return panelOperand(c, bBatch, panel, j0, cols, kc0, kLen, panelBuf);
                   Value* offset = b_.CreateMul(b_.CreateSub(panel, panelBegin), b_.CreateMul(kLen, i64(c.nr)));
                   return {b_.CreateInBoundsGEP(f32, panelBuf, offset), i64(c.nr)};
@@ -441,10 +443,8 @@ class KernelLowering {
                         emitLoop(
                             panelBegin, panelEnd,
                             [&](Value* panel) {
-                              Value* j0 = b_.CreateMul(panel, i64(c.nr));
                               // (Not a structured binding: clang 14 cannot capture one in lambdas.)
-                              const std::pair<Value*, Value*> operand =
-                                  panelOf(panel, j0, smin(i64(c.nr), b_.CreateSub(n1, j0)));
+                              const std::pair<Value*, Value*> operand = panelOf(panel);
                               tileWork(panel, t, operand.first, operand.second);
                             },
                             "panel");
@@ -455,9 +455,7 @@ class KernelLowering {
                   emitLoop(
                       panelBegin, panelEnd,
                       [&](Value* panel) {
-                        Value* j0 = b_.CreateMul(panel, i64(c.nr));
-                        const std::pair<Value*, Value*> operand =
-                            panelOf(panel, j0, smin(i64(c.nr), b_.CreateSub(n1, j0)));
+                        const std::pair<Value*, Value*> operand = panelOf(panel);
                         emitLoop(
                             i64(0), tiles, [&](Value* t) { tileWork(panel, t, operand.first, operand.second); },
                             "tile");
@@ -593,25 +591,32 @@ class KernelLowering {
                 Value* src = b_.CreateInBoundsGEP(f32, srcRow, b_.CreateMul(q, i64(c.nr * c.bColStride)));
                 Value* dst =
                     b_.CreateInBoundsGEP(f32, buffer, b_.CreateMul(b_.CreateAdd(b_.CreateMul(q, kLen), p), i64(c.nr)));
-                emitLoop(
-                    i64(0), cols,
-                    [&](Value* j) {
-                      Value* v = b_.CreateAlignedLoad(
-                          f32, b_.CreateInBoundsGEP(f32, src, b_.CreateMul(j, i64(c.bColStride))), llvm::Align(4));
-                      b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(f32, dst, j), llvm::Align(4));
-                    },
-                    "bblock.j");
-                emitLoop(
-                    cols, i64(c.nr),
-                    [&](Value* j) {
-                      b_.CreateAlignedStore(llvm::ConstantFP::get(f32, 0.0), b_.CreateInBoundsGEP(f32, dst, j),
-                                            llvm::Align(4));
-                    },
-                    "bblock.zero");
+                copyPanelRow(c, src, dst, cols);
               },
               "bblock.q");
         },
         "bblock.p");
+  }
+
+  // One row of a packed B panel: dst[j] = src[j * bColStride] for the `cols` columns present (a plain
+  // copy LLVM vectorises when they are unit-stride), then zeros up to nr; no per-element select, so an
+  // edge panel costs about a memcpy.
+  void copyPanelRow(const kir::Contraction& c, Value* src, Value* dst, Value* cols) {
+    llvm::Type* f32 = b_.getFloatTy();
+    emitLoop(
+        i64(0), cols,
+        [&](Value* j) {
+          Value* v = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, src, b_.CreateMul(j, i64(c.bColStride))),
+                                          llvm::Align(4));
+          b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(f32, dst, j), llvm::Align(4));
+        },
+        "pack.j");
+    emitLoop(
+        cols, i64(c.nr),
+        [&](Value* j) {
+          b_.CreateAlignedStore(llvm::ConstantFP::get(f32, 0.0), b_.CreateInBoundsGEP(f32, dst, j), llvm::Align(4));
+        },
+        "pack.zero");
   }
 
   // B's kc x nr panel for the microkernel: its pointer and row stride. A packed B is used in place; a
@@ -626,29 +631,13 @@ class KernelLowering {
     }
     Value* source = b_.CreateInBoundsGEP(
         f32, bBatch, b_.CreateAdd(b_.CreateMul(kc0, i64(c.bRowStride)), b_.CreateMul(j0, i64(c.bColStride))));
-    // Row by row: the columns present (a plain copy LLVM vectorises when the columns are unit-stride),
-    // then zeros up to nr; no per-element select, so an edge panel costs about a memcpy.
+    // Row by row (copyPanelRow).
     auto copy = [&] {
       emitLoop(
           i64(0), kLen,
           [&](Value* p) {
-            Value* srcRow = b_.CreateInBoundsGEP(f32, source, b_.CreateMul(p, i64(c.bRowStride)));
-            Value* dstRow = b_.CreateInBoundsGEP(f32, buffer, b_.CreateMul(p, i64(c.nr)));
-            emitLoop(
-                i64(0), cols,
-                [&](Value* j) {
-                  Value* v = b_.CreateAlignedLoad(
-                      f32, b_.CreateInBoundsGEP(f32, srcRow, b_.CreateMul(j, i64(c.bColStride))), llvm::Align(4));
-                  b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(f32, dstRow, j), llvm::Align(4));
-                },
-                "pack.j");
-            emitLoop(
-                cols, i64(c.nr),
-                [&](Value* j) {
-                  b_.CreateAlignedStore(llvm::ConstantFP::get(f32, 0.0), b_.CreateInBoundsGEP(f32, dstRow, j),
-                                        llvm::Align(4));
-                },
-                "pack.zero");
+            copyPanelRow(c, b_.CreateInBoundsGEP(f32, source, b_.CreateMul(p, i64(c.bRowStride))),
+                         b_.CreateInBoundsGEP(f32, buffer, b_.CreateMul(p, i64(c.nr))), cols);
           },
           "pack.p");
     };
