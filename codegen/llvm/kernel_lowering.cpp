@@ -3,8 +3,8 @@
 //
 // Shape of the generated code (outer rank >= 2):
 //   for (f = begin; f < end; f += jEnd - j0) {         // one row segment of the outer domain
-//     row = f / L; j0 = f % L; jEnd = min(L, j0 + end - f);   // L = innermost outer extent
-//     outer vars 0..rank-2 from row by div/mod
+//     j0 = f % L (0 after the first row); jEnd = min(L, j0 + end - f);  // L = innermost extent
+//     outer vars 0..rank-2: begin / L by div/mod once, then +1 per row with carries
 //     for (j = j0; j < jEnd; ++j) { point work }        // innermost outer var = j: a clean loop
 //   }
 // so the innermost loop has no div/mod and vectorises. Where border tests (padding, windows, concat)
@@ -177,9 +177,24 @@ class KernelLowering {
       emitInnermostLoop(begin, end, "outer");
       return;
     }
-    // Row segments (see the file comment).
+    // Row segments (see the file comment). The first row's multi-index comes from `begin` by
+    // div/mod once; each later row increments it with carries (no division per row: rows of a
+    // small image are a few points long, and three divisions cost more than the row).
     llvm::LLVMContext& c = m_.getContext();
     Value* lastExtent = b_.getInt64(outer.extents.back());
+    std::vector<llvm::AllocaInst*> index(rank - 1);
+    Value* row = b_.CreateUDiv(begin, lastExtent, "row");
+    for (size_t d = rank - 1; d-- > 0;) {
+      index[d] = entryAlloca(b_.getInt64Ty(), "idx" + std::to_string(d));
+      if (d == 0) {
+        b_.CreateStore(row, index[d]);
+      } else {
+        Value* extent = b_.getInt64(outer.extents[d]);
+        b_.CreateStore(b_.CreateURem(row, extent), index[d]);
+        row = b_.CreateUDiv(row, extent);
+      }
+    }
+    Value* firstJ = b_.CreateURem(begin, lastExtent);
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(c, "row.header", fn_);
     auto* body = llvm::BasicBlock::Create(c, "row.body", fn_);
@@ -187,27 +202,33 @@ class KernelLowering {
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
     llvm::PHINode* f = b_.CreatePHI(b_.getInt64Ty(), 2, "f");
+    llvm::PHINode* j0 = b_.CreatePHI(b_.getInt64Ty(), 2, "j0");
     f->addIncoming(begin, pre);
+    j0->addIncoming(firstJ, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(f, end), body, exit);
     b_.SetInsertPoint(body);
     scopes_.emplace_back();
-    Value* row = b_.CreateUDiv(f, lastExtent, "row");
-    Value* j0 = b_.CreateURem(f, lastExtent, "j0");
     Value* jEnd = b_.CreateAdd(j0, b_.CreateSub(end, f));
     jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, lastExtent), jEnd, lastExtent, "jend");
     Value* next = b_.CreateAdd(f, b_.CreateSub(jEnd, j0), "f.next");
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (d == 0) {
-        bind(outer.vars[0], row);
-      } else {
-        Value* extent = b_.getInt64(outer.extents[d]);
-        bind(outer.vars[d], b_.CreateURem(row, extent));
-        row = b_.CreateUDiv(row, extent);
-      }
-    }
+    for (size_t d = 0; d + 1 < rank; ++d) bind(outer.vars[d], b_.CreateLoad(b_.getInt64Ty(), index[d]));
     emitInnermostLoop(j0, jEnd, "col");
     scopes_.pop_back();
+    // Next row: the index of dims 0..rank-2 plus one, carried.
+    Value* carry = b_.getTrue();
+    for (size_t d = rank - 1; d-- > 0;) {
+      Value* cur = b_.CreateLoad(b_.getInt64Ty(), index[d]);
+      Value* bumped = b_.CreateAdd(cur, b_.CreateZExt(carry, b_.getInt64Ty()));
+      if (d == 0) {
+        b_.CreateStore(bumped, index[d]);
+        break;
+      }
+      Value* wraps = b_.CreateICmpEQ(bumped, b_.getInt64(outer.extents[d]));
+      b_.CreateStore(b_.CreateSelect(wraps, b_.getInt64(0), bumped), index[d]);
+      carry = wraps;
+    }
     f->addIncoming(next, b_.GetInsertBlock());
+    j0->addIncoming(b_.getInt64(0), b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
   }
