@@ -18,6 +18,9 @@ namespace {
 
 int64_t roundUp(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 
+// A transposed GEMM's run-time packed A block (one row tile of all of K) lives on the kernel's stack.
+constexpr int64_t kMaxTransposedPackedA = 512 << 10;
+
 // Register tile: nrVectors vectors of columns by mr rows of accumulators, plus the B vectors and one
 // broadcast A value. AVX2 (16 registers, 8 lanes): 6 x 16; AVX-512 (32, 16 lanes): 14 x 32.
 void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
@@ -226,13 +229,16 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // contraction transposed: pixels x channels, weights as the packed B (see kir::Contraction).
   // So is a GEMM with few columns and many rows (a 1 x 1 conv on a 2 x 2 image: 4 pixels, 1280
   // channels), where nr-wide panels would be mostly padding: transposed when that pads the FMAs
-  // (m x roundUp(n, nr) against n x roundUp(m, nr)) by 20% less.
-  const int64_t nr = 2 * target.lanes;  // chooseTile's
-  const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, nr));
-  const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, nr));
+  // (m x roundUp(n, nr) against n x roundUp(m, nr)) by 20% less, and its single K block fits the
+  // stack bound below (else the K-blocked form, padded or not, beats a generic loop nest).
+  kir::Contraction tile;
+  chooseTile(target, tile);
+  const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, tile.nr));
+  const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, tile.nr));
+  const bool fewColumns = 5 * paddedTransposed < 4 * paddedAsIs && gemm->k <= kMaxTransposedPackedA / (tile.mr * 4);
   const bool transposed =
       std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; }) ||
-      5 * paddedTransposed < 4 * paddedAsIs;
+      fewColumns;
   kir::Contraction c;
   c.transposed = transposed;
   c.batch = gemm->batch;
@@ -260,7 +266,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack,
   // with B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked: up to
   // 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels).
-  if (!c.aPacked && c.mc * c.kc * 4 > (transposed ? 512 << 10 : 256 << 10)) return Result();
+  if (!c.aPacked && c.mc * c.kc * 4 > (transposed ? kMaxTransposedPackedA : 256 << 10)) return Result();
 
   // Stored transposed, lhs's rows are its last axis (b is [.., K, N]) and rhs's columns its first.
   const int lhsTiled = transposed ? kTiledColumns : kTiledRows, rhsTiled = transposed ? kTiledRows : kTiledColumns;

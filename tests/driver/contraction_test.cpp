@@ -57,6 +57,8 @@ constexpr ContractionCase kCases[] = {
     {"FewColumnsRuntimeBatched", 3, 70, 40, 3, false, true, true, false, false, Epilogue::Residual},
     {"FewColumnsTransposedA", 2, 45, 33, 2, false, true, true, true, false, Epilogue::Sigmoid},
     {"FewColumnsLongK", 1, 64, 3000, 4, true, false, false, false, false, Epilogue::None},
+    // K too long for the transposed form's single K block: the K-blocked form, padded panels and all.
+    {"FewColumnsVeryLongK", 1, 40, 12000, 3, true, false, false, false, false, Epilogue::BiasRelu},
 };
 
 Tensor randomF32(const Shape& shape, std::mt19937& rng) { return randomTensor(DType::F32, shape, rng); }
