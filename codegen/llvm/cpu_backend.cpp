@@ -285,7 +285,7 @@ kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   if (x86 && hasFeature(features, "avx512f") && opts.gemmVectorBits != 256) {
     t.lanes = 16;
     t.vectorRegisters = 32;
-  } else if (x86 && hasFeature(features, "avx")) {
+  } else if (x86 && hasFeature(features, "avx") && opts.gemmVectorBits != 128) {
     t.lanes = 8;
     t.vectorRegisters = 16;
   } else {

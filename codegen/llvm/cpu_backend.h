@@ -39,7 +39,8 @@ struct CpuTargetOptions {
   // Object files from such modules need -lmvec at link time.
   bool vectorMath = true;
   // Vector width of the GEMM register tile: 0 picks the widest the target has; 256 keeps AVX-512
-  // hosts on AVX2's tile (NNC_GEMM_VECTOR_BITS=256 in the driver, for measuring both).
+  // hosts on AVX2's tile, 128 any x86 host on SSE's (NNC_GEMM_VECTOR_BITS in the driver, for
+  // measuring and testing every tile on one machine).
   int gemmVectorBits = 0;
 };
 

@@ -101,7 +101,8 @@ class KernelLowering {
   // --- loops
 
   // for (i = lo; i < hi; ++i) body(i), in a fresh memo scope; the builder ends after the loop.
-  void emitLoop(Value* lo, Value* hi, const std::function<void(Value*)>& body, const std::string& name) {
+  void emitLoop(Value* lo, Value* hi, const std::function<void(Value*)>& body, const std::string& name,
+                llvm::MDNode* loopHints = nullptr) {
     llvm::LLVMContext& c = m_.getContext();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(c, name + ".header", fn_);
@@ -118,8 +119,24 @@ class KernelLowering {
     scopes_.pop_back();
     i->addIncoming(b_.CreateAdd(i, b_.getInt64(1), name + ".next", /*HasNUW=*/true, /*HasNSW=*/true),
                    b_.GetInsertBlock());
-    b_.CreateBr(header);
+    llvm::BranchInst* latch = b_.CreateBr(header);
+    if (loopHints) latch->setMetadata(llvm::LLVMContext::MD_loop, loopHints);
     b_.SetInsertPoint(exit);
+  }
+
+  // Loop metadata: vectorise `width` wide with the remainder as one masked iteration (a short loop of
+  // unit-stride accesses and unknown trip count: a transposed tile's column of rows <= lanes).
+  llvm::MDNode* maskedVectorLoop(int width) {
+    llvm::LLVMContext& c = m_.getContext();
+    auto hint = [&](const char* key, llvm::Constant* v) {
+      return llvm::MDNode::get(c, {llvm::MDString::get(c, key), llvm::ConstantAsMetadata::get(v)});
+    };
+    llvm::MDNode* id =
+        llvm::MDNode::getDistinct(c, {nullptr, hint("llvm.loop.vectorize.enable", b_.getTrue()),
+                                      hint("llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(width))),
+                                      hint("llvm.loop.vectorize.predicate.enable", b_.getTrue())});
+    id->replaceOperandWith(0, id);
+    return id;
   }
 
   // A loop nest over `loop` (innermost fastest); extent-1 dims bind their var to 0 without a loop.
@@ -282,7 +299,10 @@ class KernelLowering {
       a->setAlignment(llvm::Align(64));
       return b_.CreateBitCast(a, f32->getPointerTo());
     };
-    Value* tile = alignedAlloca(c.mr * c.nr, "tile");
+    // A transposed GEMM's tile is stored transposed by the microkernel (column j at j * lanes) when
+    // its rows fit one vector, so the epilogue walks the output's contiguous axis in vectors.
+    const bool transposedTile = c.transposed && c.mr <= c.lanes;
+    Value* tile = alignedAlloca(std::max(c.mr, static_cast<int64_t>(c.lanes)) * c.nr, "tile");
     // A run-time B is packed a whole kc x nc block at a time when that fits the stack: its rows are
     // then read front to back (which the hardware prefetchers follow, where a panel's short row
     // segments a page apart miss in turn when B is not in cache); else panel by panel.
@@ -298,8 +318,9 @@ class KernelLowering {
 
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows)
-      micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), {c.lanes, rows, c.nr, 1, c.mr},
-                                      opts_.cpu, opts_.features));
+      micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows),
+                                      {c.lanes, rows, c.nr, 1, c.mr, /*indirectA=*/false, transposedTile}, opts_.cpu,
+                                      opts_.features));
     if (c.aRowIndex != kir::kNoExpr) {
       // A separable A's tables (see packSeparableA), and microkernels reading whole row tiles in
       // place whose rows are 1 or 2 elements apart (stride-1 and stride-2 convs).
@@ -311,7 +332,7 @@ class KernelLowering {
       separable_.colOffset = table(std::min(c.kc, c.k), "acols");
       separable_.tileStep = table(c.mc / c.mr, "asteps");
       for (int64_t step : {1, 2}) {
-        MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true};
+        MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true, transposedTile};
         separable_.inPlace[step - 1] =
             emitMicrokernel(m_, k_.name + ".micro.inplace" + std::to_string(step), shape, opts_.cpu, opts_.features);
       }
@@ -395,7 +416,7 @@ class KernelLowering {
                   Value* ldSrc = b_.CreateSelect(whole, i64(c.n), i64(c.nr));
                   Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(last));
                   Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, tile) : tile;
-                  Value* ldDst = b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
+                  Value* ldDst = transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
                   // Row tile t of the block: packed here per K block, or at compile time
                   // (tile i0 / mr of all of K, from column kc0 on).
                   Value* aTile =
@@ -432,7 +453,9 @@ class KernelLowering {
                     auto point = [&](Value* i, Value* j) {
                       bind(rowVar(c), b_.CreateAdd(i0, i));
                       bind(colVar(c), b_.CreateAdd(j0, j));
-                      Value* ptr = b_.CreateInBoundsGEP(f32, tile, b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
+                      Value* ptr = b_.CreateInBoundsGEP(f32, tile,
+                                                        transposedTile ? b_.CreateAdd(b_.CreateMul(j, i64(c.lanes)), i)
+                                                                       : b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), j));
                       reduced_.assign(1, b_.CreateAlignedLoad(f32, ptr, llvm::Align(4)));
                       emitStore(store);
                     };
@@ -443,7 +466,7 @@ class KernelLowering {
                         [&](Value* x) {
                           emitLoop(
                               i64(0), innerCount, [&](Value* y) { c.transposed ? point(y, x) : point(x, y); },
-                              "epi.inner");
+                              "epi.inner", transposedTile ? maskedVectorLoop(c.lanes) : nullptr);
                         },
                         "epi.outer");
                   };

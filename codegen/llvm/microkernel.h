@@ -17,6 +17,10 @@ struct MicrokernelShape {
   // A's columns through a table: column p starts at a + aColumns[p] (aColStride unused). A conv's
   // pixels read in place from its input: the table holds each (channel, tap)'s offset.
   bool indirectA = false;
+  // Store the tile transposed: column j (rows 0..lanes-1, rows past `rows` zero) at dst + j * ldDst,
+  // one vector each, transposed in registers (needs rows <= lanes). A transposed GEMM's tile is thus
+  // laid out like its output, whose contiguous axis is the tile's rows. Never accumulates.
+  bool transposedStore = false;
 };
 
 // Emits an internal function
