@@ -282,10 +282,11 @@ kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   kir::TileTarget t;
   const llvm::Triple triple(llvm::sys::getProcessTriple());
   const bool x86 = triple.getArch() == llvm::Triple::x86_64;
-  if (x86 && hasFeature(features, "avx512f") && opts.gemmVectorBits != 256) {
+  const bool any = opts.gemmVectorBits == 0;
+  if (x86 && hasFeature(features, "avx512f") && (any || opts.gemmVectorBits >= 512)) {
     t.lanes = 16;
     t.vectorRegisters = 32;
-  } else if (x86 && hasFeature(features, "avx") && opts.gemmVectorBits != 128) {
+  } else if (x86 && hasFeature(features, "avx") && (any || opts.gemmVectorBits >= 256)) {
     t.lanes = 8;
     t.vectorRegisters = 16;
   } else {
