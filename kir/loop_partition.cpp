@@ -10,8 +10,9 @@ namespace nnc::kir {
 
 namespace {
 
-using Int = __int128;
-constexpr int64_t kMinPieceToSplit = 8;  // bounds of sums of int64 products: no overflow to guard
+using Int = __int128;  // bounds of sums of int64 products: no overflow to guard
+// Rows shorter than this do not vectorise: splitting them only adds a loop per piece per row.
+constexpr int64_t kMinPieceToSplit = 8;
 
 Int floorDiv(Int a, Int b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 Int ceilDiv(Int a, Int b) { return -floorDiv(-a, b); }
@@ -148,7 +149,6 @@ std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPi
       merged.push_back(std::move(piece));
   }
   if (!anyFact || merged.size() > maxPieces) return {};
-  // Rows too short to vectorise gain nothing from the split, and pay a loop per piece per row.
   int64_t longest = 0;
   for (const LoopPiece& piece : merged) longest = std::max(longest, piece.end - piece.begin);
   if (longest < kMinPieceToSplit) return {};
