@@ -20,6 +20,9 @@ int64_t roundUp(int64_t x, int64_t multiple) { return (x + multiple - 1) / multi
 
 // A transposed GEMM's run-time packed A block (one row tile of all of K) lives on the kernel's stack.
 constexpr int64_t kMaxTransposedPackedA = 512 << 10;
+constexpr int64_t kMaxTileRows = 14;  // mr: beyond it the accumulators outgrow 32 registers
+static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
+              "the tallest tile of the longest in-place patches fits the stack bound");
 
 // Register tile: nrVectors vectors of columns by mr rows of accumulators, plus the B vectors and one
 // broadcast A value. AVX2 (16 registers, 8 lanes): 6 x 16; AVX-512 (32, 16 lanes): 14 x 32.
@@ -27,7 +30,7 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   const int nrVectors = 2;
   c.lanes = t.lanes;
   c.nr = static_cast<int64_t>(nrVectors) * t.lanes;
-  c.mr = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, 14);
+  c.mr = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, kMaxTileRows);
 }
 
 // Cache blocks for this shape, then split until there are tasks enough for the thread pool (the

@@ -27,6 +27,12 @@ struct LoweredContraction {
   std::vector<PackedConstant> packed;
 };
 
+// The longest K (channels x kernel size) whose conv patches a packed GEMM reads in place: its
+// transposed form is never K-blocked, and one 14-row tile of K floats must fit the 512 KiB the
+// kernel's stack gives it (3 x 3 convs up to 1024 channels). The fusion policy takes an Im2Col as a
+// contraction's prologue only up to this K.
+inline constexpr int64_t kMaxInPlacePatchesK = 9216;
+
 // The group as a contraction kernel for `target`, or nullopt when it is not one: its anchor must be
 // an f32 MatMul of two matrices (rank >= 2, batch dims as OpDef::asGemm accepts) read from memory
 // (no prologue), with one output of the product's shape.

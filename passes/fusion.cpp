@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
 #include "ir/ops/window.h"
 #include "ir/printer.h"
@@ -57,16 +58,15 @@ bool rereadsInputs(OpKind op) {
 bool isStridedView(OpKind op) { return op == OpKind::Reshape || op == OpKind::Transpose || op == OpKind::Slice; }
 
 // An Im2Col a packed GEMM reads in place as its B operand (a separable index, ir/lower_contraction):
-// f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size small
-// enough for the transposed GEMM's single K block (its packed row tile lives on the stack): 3 x 3
-// convs up to 1024 channels.
+// f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size within
+// kMaxInPlacePatchesK (the transposed GEMM's single K block).
 bool isInPlacePatches(const Node& n) {
   if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 2) return false;
   ops::Window w;
   if (!ops::kernelShapeWindow(n, &w).isOk()) return false;
   for (int i = 0; i < w.rank(); ++i)
     if (w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
-  return n.output(0)->shape()[1] <= 9216;  // ir/lower_contraction.cpp bounds the packed tile alike
+  return n.output(0)->shape()[1] <= kMaxInPlacePatchesK;
 }
 
 class Partitioner {

@@ -9,9 +9,10 @@
 //   }
 // so the innermost loop has no div/mod and vectorises. Where border tests (padding, windows, concat)
 // are affine in the innermost variable, that loop is split into pieces (kir/loop_partition.h) with
-// the tests folded in each, so the interior loads are unit-stride and unclamped. Point work: each reduction as a loop
-// nest over its extents accumulating in an alloca (SROA/mem2reg make it a phi), then the stores with perInner == false,
-// then a loop nest over the inner domain with the perInner stores.
+// the tests folded in each, so the interior loads are unit-stride and unclamped. Point work: each
+// reduction as a loop nest over its extents accumulating in an alloca (SROA/mem2reg make it a phi),
+// then the stores with perInner == false, then a loop nest over the inner domain with the perInner
+// stores.
 //
 // Memoisation: a stack of ExprId -> Value maps, one per open loop body. A value emitted inside a
 // loop is only visible while that loop body is open (it would not dominate code after the loop);
@@ -324,9 +325,8 @@ class KernelLowering {
     if (c.aRowIndex != kir::kNoExpr) {
       // A separable A's tables (see packSeparableA), and microkernels reading whole row tiles in
       // place whose rows are 1 or 2 elements apart (stride-1 and stride-2 convs).
-      llvm::IRBuilder<> eb(entry_, entry_->begin());
       auto table = [&](int64_t size, const char* name) {
-        return eb.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(size)), nullptr, name);
+        return entryAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(size)), name);
       };
       separable_.rowOffset = table(c.mc, "arows");
       separable_.colOffset = table(std::min(c.kc, c.k), "acols");

@@ -473,27 +473,6 @@ std::unique_ptr<Graph> graphWithABuiltinInTheMiddle() {
   return g;
 }
 
-// Sets an environment variable for a scope, restoring the old value (or its absence) afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    hadOld_ = old != nullptr;
-    if (old) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (hadOld_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool hadOld_ = false;
-};
-
 rt::cuda::CudaRunStats statsOf(CompiledModel& model) {
   rt::cuda::CudaRunStats stats;
   EXPECT_TRUE(rt::cuda::cudaRunStats(model.handle(), &stats));

@@ -163,17 +163,15 @@ TEST_P(Contraction, MatchesFloat64) {
 // The AVX2 tile (6 x 16) on a host with AVX-512 (where the default tile is 14 x 32); the same tile
 // as the default elsewhere.
 TEST_P(Contraction, MatchesFloat64WithTheAvx2Tile) {
-  setenv("NNC_GEMM_VECTOR_BITS", "256", 1);
+  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "256");
   runCase(GetParam(), 2);
-  unsetenv("NNC_GEMM_VECTOR_BITS");
 }
 
 // The SSE/NEON tile (6 x 8, rows wider than a vector: the transposed tile goes through the scalar
 // epilogue) on any x86 host.
 TEST_P(Contraction, MatchesFloat64WithTheSseTile) {
-  setenv("NNC_GEMM_VECTOR_BITS", "128", 1);
+  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "128");
   runCase(GetParam(), 2);
-  unsetenv("NNC_GEMM_VECTOR_BITS");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Contraction, ::testing::ValuesIn(kCases),

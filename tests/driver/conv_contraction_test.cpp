@@ -110,17 +110,15 @@ TEST_P(ConvContraction, MatchesFloat64) {
 }
 
 TEST_P(ConvContraction, MatchesFloat64WithTheAvx2Tile) {
-  setenv("NNC_GEMM_VECTOR_BITS", "256", 1);
+  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "256");
   runConv(GetParam(), 2);
-  unsetenv("NNC_GEMM_VECTOR_BITS");
 }
 
 // The SSE/NEON tile (6 x 8, rows wider than a vector: the transposed tile goes through the scalar
 // epilogue) on any x86 host.
 TEST_P(ConvContraction, MatchesFloat64WithTheSseTile) {
-  setenv("NNC_GEMM_VECTOR_BITS", "128", 1);
+  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "128");
   runConv(GetParam(), 2);
-  unsetenv("NNC_GEMM_VECTOR_BITS");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConvContraction, ::testing::ValuesIn(kConvCases),

@@ -16,6 +16,27 @@
 
 namespace nnc::testing {
 
+// Sets an environment variable for a scope, restoring the old value (or its absence) afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    hadOld_ = old != nullptr;
+    if (old) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (hadOld_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool hadOld_ = false;
+};
+
 inline std::unique_ptr<Graph> parseOrDie(std::string_view text) {
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);
   EXPECT_TRUE(g.isOk()) << g.status().message();
