@@ -125,6 +125,16 @@ class KernelLowering {
     b_.SetInsertPoint(exit);
   }
 
+  // Loop metadata: do not vectorise (a loop of scalar moves the vectoriser would turn into scatters).
+  llvm::MDNode* noVectorLoop() {
+    llvm::LLVMContext& c = m_.getContext();
+    llvm::MDNode* hint = llvm::MDNode::get(
+        c, {llvm::MDString::get(c, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b_.getFalse())});
+    llvm::MDNode* id = llvm::MDNode::getDistinct(c, {nullptr, hint});
+    id->replaceOperandWith(0, id);
+    return id;
+  }
+
   // Loop metadata: vectorise `width` wide with the remainder as one masked iteration (a short loop of
   // unit-stride accesses and unknown trip count: a transposed tile's column of rows <= lanes).
   llvm::MDNode* maskedVectorLoop(int width) {
@@ -340,6 +350,9 @@ class KernelLowering {
 
     Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
     const int64_t kBlocks = (c.k + c.kc - 1) / c.kc;
+    // Which (batch, row block) the packed A holds (batch * m + m0); -1: none yet.
+    llvm::AllocaInst* packedKey = entryAlloca(b_.getInt64Ty(), "apack.key");
+    b_.CreateStore(i64(-1), packedKey);
     const int64_t blocksPerBatch = c.mBlocks() * c.nBlocks();
     Value* end = smin(fn_->getArg(2), i64(c.numTasks()));  // never past the last task, whatever the caller says
     Value* base = bases_[store.slot];
@@ -381,7 +394,16 @@ class KernelLowering {
                 Value* kLen = smin(i64(c.kc), b_.CreateSub(i64(c.k), kc0));
                 Value* first = b_.CreateICmpEQ(kb, i64(0));
                 Value* last = b_.CreateICmpEQ(kb, i64(kBlocks - 1));
-                if (!c.aPacked) packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
+                if (!c.aPacked && kBlocks == 1) {
+                  // One K block: consecutive tasks of a row block (its column blocks) share the packed A.
+                  Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
+                  emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
+                    packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
+                    b_.CreateStore(key, packedKey);
+                  });
+                } else if (!c.aPacked) {
+                  packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
+                }
                 if (blockB) packBlockB(c, bBatch, n0, n1, kc0, kLen, panelBuf);
                 Value* panelBegin = b_.CreateUDiv(n0, i64(c.nr));
                 Value* panelEnd = b_.CreateUDiv(b_.CreateAdd(n1, i64(c.nr - 1)), i64(c.nr));
@@ -513,32 +535,70 @@ class KernelLowering {
   }
 
   // packed[(t * kLen + p) * mr + i % mr] = A[i][kc0 + p] for rows i in [m0, m1), t = (i - m0) / mr.
+  // A whole row tile is copied a chunk of 16 columns at a time, its rows and the chunk unrolled: each
+  // row's cache line is read once (rows a multiple of 4 KiB apart share L1's sets, so a column-by-
+  // column walk of 13 rows misses on every load) and the chunk's mr x 16 packed floats stay in L1.
+  // The moves stay scalar: vectorised, the writes that stride by mr would become scatters, which
+  // Zen 4 runs at a few cycles per element.
   void packA(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen, Value* packed) {
     if (c.aRowIndex != kir::kNoExpr) {
       packSeparableA(c, aBatch, m0, m1, kc0, kLen, packed);
       return;
     }
     llvm::Type* f32 = b_.getFloatTy();
+    Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
     emitLoop(
-        m0, m1,
-        [&](Value* i) {
-          Value* r = b_.CreateSub(i, m0);
-          Value* tileBase = b_.CreateAdd(b_.CreateMul(b_.CreateMul(b_.CreateUDiv(r, i64(c.mr)), kLen), i64(c.mr)),
-                                         b_.CreateURem(r, i64(c.mr)));
-          Value* row = b_.CreateInBoundsGEP(
-              f32, aBatch, b_.CreateAdd(b_.CreateMul(i, i64(c.aRowStride)), b_.CreateMul(kc0, i64(c.aColStride))));
-          emitLoop(
-              i64(0), kLen,
-              [&](Value* p) {
-                Value* v = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, row, b_.CreateMul(p, i64(c.aColStride))),
-                                                llvm::Align(4));
-                b_.CreateAlignedStore(
-                    v, b_.CreateInBoundsGEP(f32, packed, b_.CreateAdd(tileBase, b_.CreateMul(p, i64(c.mr)))),
-                    llvm::Align(4));
+        i64(0), tiles,
+        [&](Value* t) {
+          Value* i0 = b_.CreateAdd(m0, b_.CreateMul(t, i64(c.mr)));
+          Value* rows = smin(i64(c.mr), b_.CreateSub(m1, i0));
+          Value* dst = b_.CreateInBoundsGEP(f32, packed, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
+          auto rowStart = [&](Value* r) {
+            return b_.CreateInBoundsGEP(f32, aBatch,
+                                        b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, r), i64(c.aRowStride)),
+                                                     b_.CreateMul(kc0, i64(c.aColStride))));
+          };
+          auto copy = [&](Value* src, Value* p, Value* r) {
+            Value* v = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, src, b_.CreateMul(p, i64(c.aColStride))),
+                                            llvm::Align(4));
+            b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(f32, dst, b_.CreateAdd(b_.CreateMul(p, i64(c.mr)), r)),
+                                  llvm::Align(4));
+          };
+          emitIfElse(
+              b_.CreateICmpEQ(rows, i64(c.mr)),
+              [&] {
+                constexpr int64_t kChunk = 16;
+                std::vector<Value*> starts;
+                for (int64_t r = 0; r < c.mr; ++r) starts.push_back(rowStart(i64(r)));
+                Value* chunks = b_.CreateUDiv(kLen, i64(kChunk));
+                emitLoop(
+                    i64(0), chunks,
+                    [&](Value* chunk) {
+                      Value* p0 = b_.CreateMul(chunk, i64(kChunk));
+                      for (int64_t r = 0; r < c.mr; ++r)
+                        for (int64_t q = 0; q < kChunk; ++q)
+                          copy(starts[static_cast<size_t>(r)], b_.CreateAdd(p0, i64(q)), i64(r));
+                    },
+                    "apack.chunk", noVectorLoop());
+                emitLoop(
+                    b_.CreateMul(chunks, i64(kChunk)), kLen,
+                    [&](Value* p) {
+                      for (int64_t r = 0; r < c.mr; ++r) copy(starts[static_cast<size_t>(r)], p, i64(r));
+                    },
+                    "apack.p", noVectorLoop());
               },
-              "apack.p");
+              [&] {
+                emitLoop(
+                    i64(0), rows,
+                    [&](Value* r) {
+                      Value* start = rowStart(r);
+                      emitLoop(
+                          i64(0), kLen, [&](Value* p) { copy(start, p, r); }, "apack.edge.p", noVectorLoop());
+                    },
+                    "apack.edge.r");
+              });
         },
-        "apack.i");
+        "apack.t");
   }
 
   // packA for a separable A (kir::Contraction::aRowIndex): tables of the block's row offsets R(i)

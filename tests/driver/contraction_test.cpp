@@ -51,6 +51,11 @@ constexpr ContractionCase kCases[] = {
     {"ConstantA", 1, 30, 150, 70, false, false, false, false, false, Epilogue::Sigmoid, true},
     {"ConstantABatchedB", 3, 16, 64, 40, false, false, true, false, false, Epilogue::BiasRelu, true},
     {"ConstantAKBlocks", 1, 9, 5000, 33, false, false, false, false, false, Epilogue::None, true},
+    // A last row tile that would be thin takes a shorter tile (128 = 9 x 13 + 11 with AVX-512, 25 x 5 + 3
+    // with AVX2); K not a multiple of the 16-column packing chunk.
+    {"ShorterTileForThinEdge", 1, 128, 77, 300, true, false, false, false, false, Epilogue::BiasRelu},
+    // Several column blocks of one row block and one K block: consecutive tasks reuse the packed A.
+    {"PackedAReusedAcrossColumnBlocks", 1, 30, 200, 2000, true, false, false, false, false, Epilogue::Residual},
     // Few columns, many rows: computed transposed (rows of the product as the GEMM's columns, stored
     // through the epilogue), the run-time operand's row tiles read in place where whole.
     {"FewColumnsConstantB", 1, 200, 96, 5, true, false, false, false, false, Epilogue::BiasRelu},
@@ -70,7 +75,7 @@ Shape matrixShape(bool batched, int64_t batch, int64_t rows, int64_t cols) {
 
 class Contraction : public ::testing::TestWithParam<ContractionCase> {};
 
-void runCase(const ContractionCase& c, int optLevel) {
+void runCase(const ContractionCase& c, int optLevel, int threads = 2) {
   std::mt19937 rng(7);
   const bool batchedOut = c.batchedA || c.batchedB;
   // Stored operands: A is [.., m, k] (or [.., k, m] when transposed), B [.., k, n] (or [.., n, k]).
@@ -143,7 +148,7 @@ void runCase(const ContractionCase& c, int optLevel) {
 
   CompileOptions options;
   options.optLevel = optLevel;
-  options.numThreads = 2;
+  options.numThreads = threads;
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
   ASSERT_TRUE(model.isOk()) << model.status().message();
   EXPECT_NE((*model)->report().kernelIr.find("contraction batch="), std::string::npos)
@@ -158,6 +163,8 @@ void runCase(const ContractionCase& c, int optLevel) {
 
 TEST_P(Contraction, MatchesFloat64) {
   for (int level : {0, 2}) runCase(GetParam(), level);
+  // One thread runs every task in one call: consecutive tasks share state (the packed A).
+  runCase(GetParam(), 2, 1);
 }
 
 // The AVX2 tile (6 x 16) on a host with AVX-512 (where the default tile is 14 x 32); the same tile
