@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks for --target=cuda, in two steps, because the GPU machine usually lacks nnc's build
-# dependencies (LLVM 14 and protobuf development packages, GoogleTest):
+# dependencies (LLVM 19 and protobuf development packages, GoogleTest):
 #
 #   1. Here (any x86-64 machine with the build dependencies and the CUDA toolkit's NVRTC):
 #        scripts/gpu_check.sh prepare
@@ -22,7 +22,7 @@
 #      the full logs and the passing lists (cuda_passing_O0.txt, cuda_passing_O2.txt).
 #
 # The simplest route is this one: build here and carry the build outputs. Building on the GPU
-# machine itself also works where LLVM 14, protobuf and GoogleTest are installed: then
+# machine itself also works where LLVM 19, protobuf and GoogleTest are installed: then
 #   cmake -S . -B build-gpucheck -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpucheck \
 #     --target nnc nnc_cuda_tests -j && OUT=... scripts/gpu_check.sh run
 # (`run` uses an existing build-gpucheck when there is no bundle).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what nnc needs on a fresh Debian 12 machine and builds it.
 #   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
-# Debian packages: compiler toolchain, LLVM 14, protobuf, GoogleTest, the ONNX test data, clang 14
+# Debian packages: compiler toolchain, LLVM 19 (the CPU backend), protobuf, GoogleTest, the ONNX test data, clang 14
 # with its sanitizer and libFuzzer runtimes (scripts/fuzz.sh), and
 # Debian's PyTorch (python3-torch, used by /usr/bin/python3 to export the real-model tests).
 # PyPI (into the python3 on PATH): onnx (pinned; its backend node tests are the conformance suite),
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 shift || true
 
-APT_PACKAGES="cmake g++ make protobuf-compiler libprotobuf-dev libgtest-dev googletest llvm-14-dev libllvm14 \
+APT_PACKAGES="cmake g++ make protobuf-compiler libprotobuf-dev libgtest-dev googletest llvm-19-dev libllvm19 \
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev libonnx-testdata python3-numpy python3-torch \
   clang-14 libclang-rt-14-dev clang-format-14"
 missing=""

@@ -3,7 +3,6 @@
 #include "codegen/llvm/cpu_backend.h"
 
 #include <llvm/ADT/StringMap.h>
-#include <llvm/ADT/Triple.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
@@ -18,12 +17,13 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Process.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <unistd.h>
 
@@ -61,12 +61,12 @@ std::vector<std::string> splitFeatures(const std::string& s) {
   return out;
 }
 
-llvm::CodeGenOpt::Level codeGenLevel(int optLevel) {
+llvm::CodeGenOptLevel codeGenLevel(int optLevel) {
   switch (optLevel) {
-    case 0: return llvm::CodeGenOpt::None;
-    case 1: return llvm::CodeGenOpt::Less;
-    case 2: return llvm::CodeGenOpt::Default;
-    default: return llvm::CodeGenOpt::Aggressive;
+    case 0: return llvm::CodeGenOptLevel::None;
+    case 1: return llvm::CodeGenOptLevel::Less;
+    case 2: return llvm::CodeGenOptLevel::Default;
+    default: return llvm::CodeGenOptLevel::Aggressive;
   }
 }
 
@@ -100,7 +100,12 @@ void addVectorMathMappings(llvm::TargetLibraryInfoImpl& tlii, unsigned lanes) {
   if (table.empty())
     for (const std::string& f : llvmcpu::vectorMathFunctions())
       table.emplace_back(llvmcpu::vectorMathWrapperName(f), llvmcpu::vectorMathVariantName(f, lanes));
-  for (const auto& [scalar, vector] : table) descs.push_back({scalar, vector, llvm::ElementCount::getFixed(lanes)});
+  // The vector-function ABI prefix of a one-argument, unmasked variant at `lanes`.
+  const std::string abiPrefix = "_ZGV_LLVM_N" + std::to_string(lanes) + "v";
+  static std::unordered_map<unsigned, std::string> prefixes;
+  const std::string& prefix = prefixes.emplace(lanes, abiPrefix).first->second;
+  for (const auto& [scalar, vector] : table)
+    descs.emplace_back(scalar, vector, llvm::ElementCount::getFixed(lanes), /*Masked=*/false, prefix);
   tlii.addVectorizableFunctions(descs);
 }
 
@@ -148,7 +153,7 @@ Expected<std::pair<std::unique_ptr<llvm::LLVMContext>, std::unique_ptr<llvm::Mod
 // Adds nnc_model_kernels / nnc_model_num_kernels (see cpu_backend.h).
 void addKernelTable(llvm::Module& m, const std::vector<std::string>& names) {
   llvm::LLVMContext& c = m.getContext();
-  llvm::Type* i8p = llvm::Type::getInt8PtrTy(c);
+  llvm::Type* i8p = llvm::PointerType::getUnqual(c);
   auto* entryTy = llvm::StructType::get(c, {i8p, i8p});
   std::vector<llvm::Constant*> entries;
   for (const std::string& name : names) {
@@ -193,13 +198,10 @@ void resolveCpu(const CpuTargetOptions& opts, std::string* cpu, std::string* fea
   features->clear();
   if (opts.cpu == "native" || opts.cpu.empty()) {
     *cpu = llvm::sys::getHostCPUName().str();
-    llvm::StringMap<bool> hostFeatures;
-    if (llvm::sys::getHostCPUFeatures(hostFeatures)) {
-      for (const auto& f : hostFeatures) {
-        if (!features->empty()) *features += ",";
-        *features += f.second ? '+' : '-';
-        features->append(f.first().data(), f.first().size());
-      }
+    for (const auto& f : llvm::sys::getHostCPUFeatures()) {
+      if (!features->empty()) *features += ",";
+      *features += f.second ? '+' : '-';
+      features->append(f.first().data(), f.first().size());
     }
   } else {
     *cpu = opts.cpu;
@@ -248,7 +250,7 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(impl->triple, err);
   if (!target) return Status::error("cpu backend: no LLVM target for '" + impl->triple + "': " + err);
   impl->tm.reset(target->createTargetMachine(impl->triple, impl->cpu, impl->features, llvm::TargetOptions(),
-                                             llvm::Reloc::PIC_, llvm::None, codeGenLevel(impl->optLevel)));
+                                             llvm::Reloc::PIC_, std::nullopt, codeGenLevel(impl->optLevel)));
   if (!impl->tm) return Status::error("cpu backend: cannot create a target machine for cpu '" + impl->cpu + "'");
 
   impl->ctx = std::make_unique<llvm::LLVMContext>();
@@ -262,6 +264,7 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   lowering.reassociateReductions = opts.reassociateReductions;
   impl->vectorMathLanes = vectorMathLanes(opts, impl->triple, impl->features);
   lowering.vectorMathLanes = impl->vectorMathLanes;
+  lowering.vectorLanes = static_cast<int>(hostTileTarget(opts).lanes);
   for (const kir::Kernel& k : kernels) {
     NNC_RETURN_IF_ERROR(llvmcpu::lowerKernel(k, *impl->module, lowering));
     impl->names.push_back(k.name);
@@ -338,7 +341,7 @@ Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
   for (const std::string& name : impl_->names) {
     auto sym = impl->jit->lookup(name);
     if (!sym) return Status::error("jit: kernel '" + name + "': " + errorText(sym.takeError()));
-    impl->functions[name] = reinterpret_cast<rt::KernelFn>(static_cast<uintptr_t>(sym->getAddress()));
+    impl->functions[name] = sym->toPtr<rt::KernelFn>();
   }
   return std::unique_ptr<JitKernels>(new JitKernels(std::move(impl)));
 }
@@ -354,7 +357,7 @@ Status CpuModule::writeObject(const std::string& path, bool withTable) const {
     llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
     if (ec) return Status::error("cannot write '" + tmp + "': " + ec.message());
     llvm::legacy::PassManager pm;
-    if (impl_->tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+    if (impl_->tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
       os.close();
       llvm::sys::fs::remove(tmp);
       return Status::error("cpu backend: the target cannot emit object files");

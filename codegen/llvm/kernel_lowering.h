@@ -21,6 +21,9 @@ struct LoweringOptions {
   // Lanes of the libmvec variants f32 transcendentals go through (ScalarOps::setVectorMathLanes);
   // 0: scalar libm.
   unsigned vectorMathLanes = 0;
+  // f32 lanes of the widest vector the target computes with (16 for AVX-512, 8 AVX2, 4 SSE/NEON):
+  // the width of the loops this backend vectorises itself (strided windows); below 2: none.
+  int vectorLanes = 0;
 };
 
 // Adds the kernel's function to `module`. Errors name the kernel (unsupported op/dtype pairs).

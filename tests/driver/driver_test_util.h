@@ -63,7 +63,10 @@ inline void expectNear(const Tensor& got, const Tensor& want, double relTol, dou
   int reported = 0;
   for (int64_t i = 0; i < got.numel() && reported < 5; ++i) {
     const double a = got.getDouble(i), b = want.getDouble(i);
-    const bool ok = isFloat(got.dtype()) ? std::fabs(a - b) <= absTol + relTol * std::fabs(b) : a == b;
+    // A NaN matches a NaN (a max pool over a NaN), nothing else.
+    const bool ok = isFloat(got.dtype())
+                        ? (std::isnan(b) ? std::isnan(a) : std::fabs(a - b) <= absTol + relTol * std::fabs(b))
+                        : a == b;
     if (!ok) {
       ADD_FAILURE() << what << " element " << i << ": got " << a << ", want " << b;
       ++reported;
