@@ -181,20 +181,21 @@ class KernelLowering {
       bind(var, j);
       emitPoint();
     };
-    auto piece = [&](Value* from, Value* to, const std::string& pieceName) {
-      if (stridedWindows()) {
+    auto piece = [&](Value* from, Value* to, int64_t length, const std::string& pieceName) {
+      if (stridedWindows(length)) {
         emitStridedWindows(from, to, pieceName);
       } else {
         emitLoop(from, to, point, pieceName);
       }
     };
     if (pieces_.empty()) {
-      piece(lo, hi, name);
+      piece(lo, hi, k_.outer.extents.back(), name);
       return;
     }
     for (size_t i = 0; i < pieces_.size(); ++i) {
       facts_ = &pieces_[i].facts;
-      piece(smax(lo, i64(pieces_[i].begin)), smin(hi, i64(pieces_[i].end)), name + ".p" + std::to_string(i));
+      piece(smax(lo, i64(pieces_[i].begin)), smin(hi, i64(pieces_[i].end)), pieces_[i].end - pieces_[i].begin,
+            name + ".p" + std::to_string(i));
       facts_ = nullptr;
     }
   }
@@ -297,11 +298,15 @@ class KernelLowering {
     return ok;
   }
 
-  // Whether the innermost loop of the piece being emitted is vectorised here: every store is one
-  // f32 element per point, unit-stride, of a value vectorizable computes, and some load strides.
-  bool stridedWindows() {
+  // Whether the innermost loop of the piece being emitted (`length` points) is vectorised here:
+  // every store is one f32 element per point, unit-stride, of a value vectorizable computes, and
+  // some load strides. The vectors are as wide as the target's, or narrower for a short piece (a
+  // depthwise conv's 8-point rows), down to 4 lanes.
+  bool stridedWindows(int64_t length) {
     vectorMemo_ = VectorMemo();
-    if (opts_.vectorLanes < 2 || k_.outer.extents.empty()) return false;
+    windowLanes_ = opts_.vectorLanes;
+    while (windowLanes_ > 4 && windowLanes_ > length) windowLanes_ /= 2;
+    if (windowLanes_ < 4 || windowLanes_ > length || k_.outer.extents.empty()) return false;
     for (const kir::Store& st : k_.stores) {
       if (st.perInner || k_.params[st.slot].dtype != DType::F32 || k_.expr(st.value).dtype != DType::F32 ||
           innerStride(st.index) != std::optional<int64_t>(1) || !vectorizable(st.value))
@@ -312,7 +317,7 @@ class KernelLowering {
 
   // [lo, hi): vectors of `lanes` points, then the scalar loop for the rest.
   void emitStridedWindows(Value* lo, Value* hi, const std::string& name) {
-    const int64_t lanes = opts_.vectorLanes;
+    const int64_t lanes = windowLanes_;
     Value* count = smax(b_.CreateSub(hi, lo), i64(0));
     Value* vectorEnd = b_.CreateAdd(lo, b_.CreateMul(b_.CreateUDiv(count, i64(lanes)), i64(lanes)));
     emitLoop(
@@ -359,7 +364,7 @@ class KernelLowering {
   }
 
   Value* computeVector(ExprId e) {
-    const auto lanes = static_cast<unsigned>(opts_.vectorLanes);
+    const auto lanes = static_cast<unsigned>(windowLanes_);
     if (!dependsOnInner(e)) {
       Value* scalar = value(e);
       return scalar ? b_.CreateVectorSplat(lanes, scalar) : nullptr;
@@ -396,7 +401,7 @@ class KernelLowering {
   // Elements ptr[stride * i] for i < lanes: stride contiguous vectors, the last masked to end at
   // the last element used, and every stride-th lane of them.
   Value* stridedLoad(Value* ptr, int64_t stride) {
-    const auto lanes = static_cast<unsigned>(opts_.vectorLanes);
+    const auto lanes = static_cast<unsigned>(windowLanes_);
     auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), lanes);
     if (stride == 1) return b_.CreateAlignedLoad(vty, ptr, llvm::Align(4));
     std::vector<Value*> parts;
@@ -431,9 +436,9 @@ class KernelLowering {
 
   // A Sum/Max/Min over the window with one accumulator per lane; taps fold in the scalar order.
   Value* emitVectorReduction(const kir::Reduction& r, size_t number) {
-    auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(opts_.vectorLanes));
+    auto* vty = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(windowLanes_));
     llvm::AllocaInst* acc = entryAlloca(vty, "vred" + std::to_string(number) + ".acc");
-    b_.CreateStore(b_.CreateVectorSplat(static_cast<unsigned>(opts_.vectorLanes), identity(r.op, r.dtype)), acc);
+    b_.CreateStore(b_.CreateVectorSplat(static_cast<unsigned>(windowLanes_), identity(r.op, r.dtype)), acc);
     emitLoopNest(r.loop, 0, "vred" + std::to_string(number) + ".", [&] {
       Value* v = vectorValue(r.body);
       if (!v) return;
@@ -1315,6 +1320,7 @@ class KernelLowering {
     bool strided = false;  // some load steps by 2 or more
   } vectorMemo_;
   std::vector<Value*> vectorReduced_;
+  int windowLanes_ = 0;                            // the vector width of the strided window being emitted
   std::vector<kir::LoopPiece> pieces_;             // partition of the innermost outer loop
   const std::map<ExprId, bool>* facts_ = nullptr;  // the piece being emitted: its folded tests
   std::string error_;

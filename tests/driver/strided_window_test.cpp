@@ -33,6 +33,9 @@ const WindowCase kWindowCases[] = {
     {"DepthwiseStride2Dilation2", Window::DepthwiseConv, 1, 3, 25, 90, 5, 2, 2, {4, 3, 2, 4}},
     {"MaxPoolStride2WithNaNs", Window::MaxPool, 1, 3, 41, 75, 3, 2, 1, {1, 1, 1, 1}},
     {"AveragePoolStride2", Window::AveragePool, 2, 4, 32, 48, 2, 2, 1, {0, 0, 0, 0}},
+    // Short rows: 8 points (the padding made explicit, 8-lane vectors), 5 points (4 lanes + 1).
+    {"DepthwiseStride2EightPointRows", Window::DepthwiseConv, 1, 6, 16, 16, 3, 2, 1, {1, 1, 1, 1}},
+    {"AveragePoolStride2FivePointRows", Window::AveragePool, 1, 3, 10, 10, 2, 2, 1, {0, 0, 0, 0}},
 };
 
 void runWindow(const WindowCase& c, int optLevel) {
