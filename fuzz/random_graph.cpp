@@ -459,7 +459,8 @@ class ValidGen {
     Value* x = nullptr;
     for (Value* v : pool_)
       if (v->shape().rank() == 4 && isFloat(v->dtype()) && v->shape().numel() <= 1024) x = v;
-    int64_t group = c_.range(1, 2);
+    // Groups of 3 channels x 3 x 3 taps or more become one GEMM per group (conv-to-gemm).
+    int64_t group = c_.range(1, 3);
     if (!x || c_.percent(50)) {
       // Rows of 14+ pixels sometimes: the packed GEMM reads whole row tiles of the patches in place.
       Shape s{c_.range(1, 2), group * c_.range(1, 3), c_.range(3, 7),

@@ -4,8 +4,12 @@
 //   prod = MatMul(W as [M, C*K], cols) [N, M, P]      one batched GEMM, W shared by every image
 //   Y    = Reshape(prod, [N, M, out...]), then Add(Y, B as [M, 1, ...]) when there is a bias
 // A 1x1 Conv with unit strides and no padding needs no Im2Col: X reshaped to [N, C, P] is already the
-// column matrix. Constant W and B are reshaped here (no node). Grouped Convs (depthwise ones above
-// all) stay kernels: as GEMMs they would be many tiny ones.
+// column matrix. Constant W and B are reshaped here (no node). A grouped Conv of one image whose
+// groups each reduce over 16 or more products (ResNeXt's 3x3 groups, ShuffleNet's grouped 1x1s) is
+// one GEMM per group, batched over the groups:
+//   prod = MatMul(W as [G, M/G, C/G*K], cols as [G, C/G*K, P]) [G, M/G, P]
+// (the channel-major column matrix splits by group without a copy). Depthwise Convs (one channel
+// per group) and other small groups stay kernels: as GEMMs they would be many tiny ones.
 //
 // On cuda the fusion policy then makes the MatMul a library call and the Reshape, the bias Add and
 // whatever pointwise ops follow one kernel (or inlines them into the next Conv's Im2Col); on the cpu
@@ -42,6 +46,18 @@ Expected<Value*> reshape(Graph& graph, Node* before, Value* v, std::vector<int64
   return n->output(0);
 }
 
+// Group 1, or groups of one image that are GEMMs worth the name (see the file comment).
+bool asGemms(const Node& conv) {
+  const int64_t groups = conv.attrs().getInt("group");
+  if (groups == 1) return true;
+  const Shape& x = conv.input(0)->shape();
+  const Shape& w = conv.input(1)->shape();
+  if (groups < 1 || x.rank() < 3 || x[0] != 1 || w[0] % groups != 0) return false;
+  int64_t products = w[1];  // channels per group x taps
+  for (int i = 2; i < w.rank(); ++i) products *= w[i];
+  return w[1] > 1 && products >= 16;
+}
+
 Status rewrite(Graph& graph, Node* conv) {
   Value* x = conv->input(0);
   Value* w = conv->input(1);
@@ -73,7 +89,13 @@ Status rewrite(Graph& graph, Node* conv) {
     NNC_RETURN_IF_ERROR(inferNode(*im2col));
     cols = im2col->output(0);
   }
-  NNC_ASSIGN_OR_RETURN(Value * weights, reshape(graph, conv, w, {ws[0], ws[1] * taps}, base + "_weights"));
+  const int64_t groups = conv->attrs().getInt("group");
+  std::vector<int64_t> weightDims = {ws[0], ws[1] * taps};
+  if (groups > 1) {
+    NNC_ASSIGN_OR_RETURN(cols, reshape(graph, conv, cols, {groups, ws[1] * taps, positions}, base + "_groups"));
+    weightDims = {groups, ws[0] / groups, ws[1] * taps};
+  }
+  NNC_ASSIGN_OR_RETURN(Value * weights, reshape(graph, conv, w, weightDims, base + "_weights"));
   Node* gemm = graph.insertNodeBefore(conv, OpKind::MatMul, graph.uniqueName(base + "_gemm"), {weights, cols}, 1);
   NNC_RETURN_IF_ERROR(inferNode(*gemm));
   NNC_ASSIGN_OR_RETURN(Value * result, reshape(graph, conv, gemm->output(0), ys.dims(), base + "_out"));
@@ -97,7 +119,7 @@ Status rewrite(Graph& graph, Node* conv) {
 Expected<bool> convToGemm(Graph& graph) {
   bool changed = false;
   for (Node* n : graph.nodes()) {
-    if (n->op() != OpKind::Conv || n->attrs().getInt("group") != 1) continue;
+    if (n->op() != OpKind::Conv || !asGemms(*n)) continue;
     const DType t = n->output(0)->dtype();
     // Empty outputs and empty weights (C = 0: the kernel dims are then unbounded by any tensor) stay.
     if ((t != DType::F32 && t != DType::F64) || n->output(0)->shape().numel() == 0 || n->input(1)->shape().numel() == 0)

@@ -1,6 +1,6 @@
 // conv-to-gemm numerics, independent of any GPU: Im2Col + MatMul + Reshape + bias computes what Conv
 // computes (Conv's own kernel is checked against the ONNX backend data), for strides, asymmetric pads,
-// dilations, auto_pad, 1-D/3-D, 1x1 and f64, in the reference evaluator and through the CPU JIT at -O0
+// dilations, auto_pad, 1-D/3-D, 1x1, groups and f64, in the reference evaluator and through the CPU JIT at -O0
 // and -O2 (the pass runs for the cuda target only; here it is applied by hand).
 #include <gtest/gtest.h>
 
@@ -35,6 +35,11 @@ Attributes convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, st
   return a;
 }
 
+Attributes grouped(Attributes a, int64_t groups) {
+  a.set("group", groups);
+  return a;
+}
+
 std::vector<ConvCase> convCases() {
   return {
       {"3x3", {2, 3, 7, 6}, {4, 3, 3, 3}, convAttrs({}, {}, {})},
@@ -49,6 +54,11 @@ std::vector<ConvCase> convCases() {
       {"pointwise_strided", {1, 4, 6, 6}, {3, 4, 1, 1}, convAttrs({2, 2}, {}, {})},
       {"weights_as_input", {1, 3, 6, 5}, {2, 3, 3, 2}, convAttrs({}, {1, 1, 1, 1}, {}), true, false},
       {"f64", {1, 2, 6, 6}, {3, 2, 3, 3}, convAttrs({}, {1, 1, 1, 1}, {}), true, true, DType::F64},
+      // Grouped: one GEMM per group, batched over the groups.
+      {"grouped_3x3", {1, 8, 9, 9}, {12, 4, 3, 3}, grouped(convAttrs({}, {1, 1, 1, 1}, {}), 2)},
+      {"grouped_strided", {1, 16, 10, 11}, {8, 4, 3, 3}, grouped(convAttrs({2, 2}, {1, 0, 1, 1}, {}), 4)},
+      {"grouped_pointwise", {1, 32, 5, 5}, {16, 16, 1, 1}, grouped(convAttrs({}, {}, {}), 2)},
+      {"grouped_runtime_weights", {1, 6, 7, 7}, {9, 2, 3, 3}, grouped(convAttrs({}, {1, 1, 1, 1}, {}), 3), true, false},
   };
 }
 

@@ -38,10 +38,34 @@ TEST(ConvToGemm, APointwiseConvNeedsNoIm2Col) {
                 "}\n");
 }
 
-TEST(ConvToGemm, LeavesGroupedAndNonFloatConvsAlone) {
+TEST(ConvToGemm, AGroupedConvIsOneGemmPerGroup) {
+  expectRewrite(convToGemm,
+                "graph(%x: f32[1x4x5x5], %w: f32[6x2x3x3]) -> (%y: f32[1x6x3x3]) {\n"
+                "  %y = Conv(%x, %w) {auto_pad=\"NOTSET\", group=2} : f32[1x6x3x3]\n"
+                "}\n",
+                "graph(%x: f32[1x4x5x5], %w: f32[6x2x3x3]) -> (%y_out_out0: f32[1x6x3x3]) {\n"
+                "  %y_im2col_out0 = Im2Col(%x) {auto_pad=\"NOTSET\", kernel_shape=[3, 3]} : f32[1x36x9]\n"
+                "  %y_groups_out0 = Reshape(%y_im2col_out0) {allowzero=0, shape=[2, 18, 9]} : f32[2x18x9]\n"
+                "  %y_weights_out0 = Reshape(%w) {allowzero=0, shape=[2, 3, 18]} : f32[2x3x18]\n"
+                "  %y_gemm_out0 = MatMul(%y_weights_out0, %y_groups_out0) : f32[2x3x9]\n"
+                "  %y_out_out0 = Reshape(%y_gemm_out0) {allowzero=0, shape=[1, 6, 3, 3]} : f32[1x6x3x3]\n"
+                "}\n");
+}
+
+TEST(ConvToGemm, LeavesDepthwiseSmallGroupedBatchedAndNonFloatConvsAlone) {
   expectUnchanged(convToGemm,
                   "graph(%x: f32[1x4x5x5], %w: f32[4x1x3x3]) -> (%y: f32[1x4x3x3]) {\n"
                   "  %y = Conv(%x, %w) {auto_pad=\"NOTSET\", group=4} : f32[1x4x3x3]\n"
+                  "}\n");
+  // Groups of 2 channels x 2 x 2 taps: 8 products each.
+  expectUnchanged(convToGemm,
+                  "graph(%x: f32[1x4x5x5], %w: f32[4x2x2x2]) -> (%y: f32[1x4x4x4]) {\n"
+                  "  %y = Conv(%x, %w) {auto_pad=\"NOTSET\", group=2} : f32[1x4x4x4]\n"
+                  "}\n");
+  // Two images: the groups of both are no single batched GEMM.
+  expectUnchanged(convToGemm,
+                  "graph(%x: f32[2x4x5x5], %w: f32[6x2x3x3]) -> (%y: f32[2x6x3x3]) {\n"
+                  "  %y = Conv(%x, %w) {auto_pad=\"NOTSET\", group=2} : f32[2x6x3x3]\n"
                   "}\n");
   expectUnchanged(convToGemm,
                   "graph(%x: f16[1x2x5x5], %w: f16[3x2x3x3]) -> (%y: f16[1x3x3x3]) {\n"
