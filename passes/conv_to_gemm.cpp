@@ -1,5 +1,5 @@
-// Conv as a GEMM, for every target (cuda: a cuBLASLt call; cpu: a packed contraction). A Conv with
-// group 1 in f32 or f64 becomes
+// Conv and ConvTranspose as GEMMs, for every target (cuda: a cuBLASLt call; cpu: a packed
+// contraction). A Conv with group 1 in f32 or f64 becomes
 //   cols = Im2Col(X)                  [N, C*K, P]    (K taps per channel, P output positions)
 //   prod = MatMul(W as [M, C*K], cols) [N, M, P]      one batched GEMM, W shared by every image
 //   Y    = Reshape(prod, [N, M, out...]), then Add(Y, B as [M, 1, ...]) when there is a bias
@@ -15,6 +15,7 @@
 // whatever pointwise ops follow one kernel (or inlines them into the next Conv's Im2Col); on the cpu
 // the Reshape, the bias Add and the pointwise ops are the contraction's epilogue.
 #include "ir/builder.h"
+#include "ir/ops/window.h"
 #include "passes/pass.h"
 
 namespace nnc::passes {
@@ -114,11 +115,76 @@ Status rewrite(Graph& graph, Node* conv) {
   return Status::ok();
 }
 
+// ConvTranspose(X, W) with group 1 as a GEMM and a sum of overlapping columns:
+//   cols = MatMul(W as [C, M*K] transposed, X as [N, C, L])   [N, M*K, L]   (L input positions)
+//   Y    = Col2ImSum(cols), then Add(Y, B as [M, 1, ...])
+// The reduction over the C input channels runs in the GEMM; each output then sums K products.
+// Worth it when there are channels to reduce (C >= 8); a transposed W that is constant folds.
+bool convTransposeAsGemm(const Node& n) {
+  const DType t = n.output(0)->dtype();
+  const Shape& x = n.input(0)->shape();
+  return n.attrs().getInt("group") == 1 && (t == DType::F32 || t == DType::F64) && x.rank() >= 3 && x[1] >= 8 &&
+         n.output(0)->shape().numel() > 0 && x.numel() > 0;
+}
+
+Status rewriteConvTranspose(Graph& graph, Node* deconv) {
+  Value* x = deconv->input(0);
+  Value* w = deconv->input(1);
+  Value* bias = deconv->input(2);
+  Value* y = deconv->output(0);
+  ops::ConvTransposeGeometry geo;
+  NNC_RETURN_IF_ERROR(ops::resolveConvTranspose(*deconv, &geo));
+  const Shape& xs = x->shape();
+  const Shape& ws = w->shape();
+  const int64_t taps = saturatingProduct(geo.kernel), positions = saturatingProduct(geo.in);
+  const int64_t outChannels = ws[1];
+  const std::string base = deconv->name();
+  NNC_ASSIGN_OR_RETURN(Value * rows, reshape(graph, deconv, x, {xs[0], xs[1], positions}, base + "_rows"));
+  NNC_ASSIGN_OR_RETURN(Value * flatW, reshape(graph, deconv, w, {ws[0], outChannels * taps}, base + "_weights"));
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0});
+  Node* wt = graph.insertNodeBefore(deconv, OpKind::Transpose, graph.uniqueName(base + "_weights_t"), {flatW}, 1,
+                                    std::move(perm));
+  NNC_RETURN_IF_ERROR(inferNode(*wt));
+  Node* gemm =
+      graph.insertNodeBefore(deconv, OpKind::MatMul, graph.uniqueName(base + "_gemm"), {wt->output(0), rows}, 1);
+  NNC_RETURN_IF_ERROR(inferNode(*gemm));
+  Attributes attrs;
+  attrs.set("image_shape", geo.out);
+  attrs.set("blocks", geo.in);
+  attrs.set("kernel_shape", geo.kernel);
+  attrs.set("strides", geo.strides);
+  attrs.set("dilations", geo.dilations);
+  attrs.set("pads_begin", geo.padBegin);
+  Node* col2im = graph.insertNodeBefore(deconv, OpKind::Col2Im, graph.uniqueName(base + "_col2im"), {gemm->output(0)},
+                                        1, std::move(attrs));
+  NNC_RETURN_IF_ERROR(inferNode(*col2im));
+  Value* result = col2im->output(0);
+  if (bias) {
+    std::vector<int64_t> column(geo.out.size() + 1, 1);
+    column[0] = outChannels;
+    NNC_ASSIGN_OR_RETURN(Value * b, reshape(graph, deconv, bias, column, base + "_bias"));
+    Node* add = graph.insertNodeBefore(deconv, OpKind::Add, graph.uniqueName(base + "_add_bias"), {result, b}, 1);
+    NNC_RETURN_IF_ERROR(inferNode(*add));
+    result = add->output(0);
+  }
+  if (result->shape() != y->shape() || result->dtype() != y->dtype())
+    return Status::error(deconv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
+  graph.replaceAllUsesWith(y, result);
+  graph.eraseNode(deconv);
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<bool> convToGemm(Graph& graph) {
   bool changed = false;
   for (Node* n : graph.nodes()) {
+    if (n->op() == OpKind::ConvTranspose && convTransposeAsGemm(*n)) {
+      NNC_RETURN_IF_ERROR(rewriteConvTranspose(graph, n));
+      changed = true;
+      continue;
+    }
     if (n->op() != OpKind::Conv || !asGemms(*n)) continue;
     const DType t = n->output(0)->dtype();
     // Empty outputs and empty weights (C = 0: the kernel dims are then unbounded by any tensor) stay.

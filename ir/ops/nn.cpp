@@ -463,10 +463,7 @@ OpDef im2colDef() {
 // ConvTranspose: Y[n, m, o...] = B[m] + sum over (c, k...) of X[n, g*C/group + c, i...] *
 // W[g*C/group + c, m % (M/group), k...] where o + pb - k*d = i*s with 0 <= i < in.
 
-struct ConvTransposeGeometry {
-  std::vector<int64_t> in, kernel, strides, dilations, padBegin, out;
-  int64_t group = 1, inPerGroup = 1, outPerGroup = 1;
-};
+using ops::ConvTransposeGeometry;
 
 Status convTransposeGeometry(const Node& node, ConvTransposeGeometry* g) {
   const Shape& x = node.input(0)->shape();
@@ -594,6 +591,86 @@ std::vector<AnchorOutput> lowerConvTranspose(LowerContext& ctx) {
   ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
   if (ctx.hasInput(2)) value = kb.add(value, ctx.inputs[2]({m}));
   return single(out, value);
+}
+
+// ================================================================================================
+// Col2ImSum (nnc-internal, from passes/conv_to_gemm.cpp): the columns of a ConvTranspose's GEMM,
+// [N, C*K, L] with K = prod(kernel_shape) and L = prod(blocks) (the ConvTranspose's input positions),
+// summed into the image they overlap:
+//   Y[n, c, o...] = sum over k... of X[n, c*K + kk, i...] where o + pb - k*d = i*s with 0 <= i < blocks
+// So ConvTranspose(X, W) = Col2ImSum(MatMul(W as [C, M*K] transposed, X as [N, C, L])) for group 1: the
+// reduction over input channels runs in the GEMM, and each output sums K products instead of C*K.
+// Attributes: image_shape (the output's spatial dims), blocks, kernel_shape, strides, dilations and
+// pads_begin, all with one value per spatial axis (the ConvTranspose's resolved geometry).
+
+struct Col2ImGeometry {
+  std::vector<int64_t> image, blocks, kernel, strides, dilations, padBegin;
+};
+
+Status col2ImGeometry(const Node& node, Col2ImGeometry* g) {
+  const Attributes& a = node.attrs();
+  g->image = a.getInts("image_shape");
+  g->blocks = a.getInts("blocks");
+  g->kernel = a.getInts("kernel_shape");
+  g->strides = a.getInts("strides");
+  g->dilations = a.getInts("dilations");
+  g->padBegin = a.getInts("pads_begin");
+  const size_t n = g->image.size();
+  for (const std::vector<int64_t>* v : {&g->blocks, &g->kernel, &g->strides, &g->dilations, &g->padBegin})
+    if (v->size() != n || n == 0) return Status::error("the geometry attributes must have one value per spatial axis");
+  for (size_t i = 0; i < n; ++i)
+    if (g->image[i] < 1 || g->blocks[i] < 1 || g->kernel[i] < 1 || g->strides[i] < 1 || g->dilations[i] < 1 ||
+        g->image[i] > kMaxElements || g->blocks[i] > kMaxElements || g->kernel[i] > kMaxElements ||
+        g->strides[i] > kMaxElements || g->dilations[i] > kMaxElements || std::abs(g->padBegin[i]) > kMaxElements)
+      return Status::error("the geometry attributes are out of range");
+  const Shape& x = node.input(0)->shape();
+  if (x.rank() != 3 || x[1] % saturatingProduct(g->kernel) != 0 || x[2] != saturatingProduct(g->blocks))
+    return Status::error("input " + x.str() + " is not [N, C*K, L] for kernel " + listStr(g->kernel) + " and blocks " +
+                         listStr(g->blocks));
+  return Status::ok();
+}
+
+OpDef col2ImDef() {
+  OpDef d;
+  d.kind = OpKind::Col2Im;
+  d.internal = true;
+  d.attrs = {ops::requiredAttr("image_shape", AttrKind::Ints),  ops::requiredAttr("blocks", AttrKind::Ints),
+             ops::requiredAttr("kernel_shape", AttrKind::Ints), ops::requiredAttr("strides", AttrKind::Ints),
+             ops::requiredAttr("dilations", AttrKind::Ints),    ops::requiredAttr("pads_begin", AttrKind::Ints)};
+  d.infer = [](InferContext& ctx) -> Status {
+    NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+    Col2ImGeometry g;
+    if (Status s = col2ImGeometry(ctx.node(), &g); !s) return ctx.error(s.message());
+    const Shape& x = ctx.inShape(0);
+    std::vector<int64_t> out = {x[0], x[1] / saturatingProduct(g.kernel)};
+    out.insert(out.end(), g.image.begin(), g.image.end());
+    if (!Shape(out).checkedNumel()) return ctx.error("the image " + Shape(out).str() + " would be too large");
+    ctx.setOutput(0, ctx.inType(0), Shape(out));
+    return Status::ok();
+  };
+  d.lowerAnchor = [](LowerContext& ctx) {
+    KernelBuilder& kb = ctx.kb;
+    Col2ImGeometry g;
+    NNC_CHECK(col2ImGeometry(ctx.node, &g).isOk(), "Col2ImSum lowered without inference");
+    std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+    std::vector<ExprId> rv = kb.reductionVars(g.kernel);
+    ExprId valid = kb.boolean(true);
+    std::vector<ExprId> in;
+    for (size_t i = 0; i < g.image.size(); ++i) {
+      const int64_t s = g.strides[i];
+      // t = o + pb - k*d must be a multiple of the stride, and t/s inside the blocks.
+      ExprId t = kb.sub(kb.add(out[i + 2], kb.i64(g.padBegin[i])), kb.mul(rv[i], kb.i64(g.dilations[i])));
+      valid = kb.logicalAnd(valid, kb.le(kb.i64(0), t));
+      valid = kb.logicalAnd(valid, kb.lt(t, kb.i64(g.blocks[i] * s)));
+      if (s != 1) valid = kb.logicalAnd(valid, kb.eq(kb.binary(ExprOp::FloorMod, t, kb.i64(s)), kb.i64(0)));
+      in.push_back(kb.clamp(kb.binary(ExprOp::FloorDiv, t, kb.i64(s)), 0, g.blocks[i] - 1));
+    }
+    const ExprId row = kb.add(kb.mul(out[1], kb.i64(saturatingProduct(g.kernel))), kb.flatIndex(rv, Shape(g.kernel)));
+    const ExprId x = ctx.inputs[0]({out[0], row, kb.flatIndex(in, Shape(g.blocks))});
+    const ExprId value = kb.reduce(ReduceOp::Sum, rv, kb.select(valid, x, kb.constant(kb.dtypeOf(x), 0)));
+    return single(out, value);
+  };
+  return d;
 }
 
 // ================================================================================================
@@ -950,6 +1027,8 @@ OpDef anchor(OpKind kind, int minIn, int maxIn, std::vector<AttrSpec> attrs, std
 
 }  // namespace
 
+Status ops::resolveConvTranspose(const Node& node, ConvTransposeGeometry* g) { return convTransposeGeometry(node, g); }
+
 void defineNnOps(OpRegistry& r) {
   OpDef matmul = anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul);
   matmul.asGemm = matmulAsGemm;
@@ -964,6 +1043,7 @@ void defineNnOps(OpRegistry& r) {
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
   r.define(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose));
+  r.define(col2ImDef());
   r.define(anchor(OpKind::DeformConv, 3, 5,
                   {ops::optionalAttr("dilations", AttrKind::Ints), ops::attrInt("group", 1),
                    ops::optionalAttr("kernel_shape", AttrKind::Ints), ops::attrInt("offset_group", 1),

@@ -48,6 +48,14 @@ std::vector<int64_t> spatialDims(const Shape& s);
 // Input coordinates of window tap `k` at output position `o` along each spatial axis, clamped into
 // range for the load, and whether all of them are inside the input. Bounds that cannot be crossed
 // (no padding on that side, windows ending inside) are not tested.
+// A ConvTranspose's resolved geometry (output_shape, auto_pad and output_padding applied): the
+// spatial dims of its input, kernel and output, and the pads before each axis.
+struct ConvTransposeGeometry {
+  std::vector<int64_t> in, kernel, strides, dilations, padBegin, out;
+  int64_t group = 1, inPerGroup = 1, outPerGroup = 1;
+};
+Status resolveConvTranspose(const Node& node, ConvTransposeGeometry* g);
+
 struct Taps {
   std::vector<kir::ExprId> coord, clamped;
   kir::ExprId valid;

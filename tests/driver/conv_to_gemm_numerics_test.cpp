@@ -1,7 +1,8 @@
 // conv-to-gemm numerics, independent of any GPU: Im2Col + MatMul + Reshape + bias computes what Conv
-// computes (Conv's own kernel is checked against the ONNX backend data), for strides, asymmetric pads,
-// dilations, auto_pad, 1-D/3-D, 1x1, groups and f64, in the reference evaluator and through the CPU JIT at -O0
-// and -O2 (the pass runs for the cuda target only; here it is applied by hand).
+// computes, and MatMul + Col2ImSum + bias what ConvTranspose does (each op's own kernel is checked against the ONNX
+// backend data), for strides, asymmetric pads, dilations, auto_pad, 1-D/3-D, 1x1, groups and f64, in the reference
+// evaluator and through the CPU JIT at -O0 and -O2 (the pass runs for the cuda target only; here it is applied by
+// hand).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -23,6 +24,7 @@ struct ConvCase {
   bool bias = true;
   bool constantWeights = true;
   DType dtype = DType::F32;
+  OpKind op = OpKind::Conv;  // or ConvTranspose (w is [C, M, k...], the bias [M])
 };
 
 Attributes convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations,
@@ -32,6 +34,11 @@ Attributes convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, st
   if (!pads.empty()) a.set("pads", pads);
   if (!dilations.empty()) a.set("dilations", dilations);
   a.set("auto_pad", autoPad);
+  return a;
+}
+
+Attributes withInts(Attributes a, const char* name, std::vector<int64_t> values) {
+  a.set(name, values);
   return a;
 }
 
@@ -59,6 +66,63 @@ std::vector<ConvCase> convCases() {
       {"grouped_strided", {1, 16, 10, 11}, {8, 4, 3, 3}, grouped(convAttrs({2, 2}, {1, 0, 1, 1}, {}), 4)},
       {"grouped_pointwise", {1, 32, 5, 5}, {16, 16, 1, 1}, grouped(convAttrs({}, {}, {}), 2)},
       {"grouped_runtime_weights", {1, 6, 7, 7}, {9, 2, 3, 3}, grouped(convAttrs({}, {1, 1, 1, 1}, {}), 3), true, false},
+      // ConvTranspose (8+ input channels): a GEMM, then Col2ImSum.
+      {"transpose_3x3",
+       {2, 8, 5, 6},
+       {8, 4, 3, 3},
+       convAttrs({}, {}, {}),
+       true,
+       true,
+       DType::F32,
+       OpKind::ConvTranspose},
+      {"transpose_strided_padded",
+       {1, 12, 7, 5},
+       {12, 3, 4, 3},
+       convAttrs({2, 3}, {1, 0, 2, 1}, {}),
+       true,
+       true,
+       DType::F32,
+       OpKind::ConvTranspose},
+      {"transpose_dilated_output_padding",
+       {1, 8, 4, 4},
+       {8, 2, 3, 3},
+       withInts(convAttrs({2, 2}, {}, {2, 1}), "output_padding", {1, 0}),
+       false,
+       true,
+       DType::F32,
+       OpKind::ConvTranspose},
+      {"transpose_output_shape",
+       {1, 9, 3, 4},
+       {9, 2, 3, 3},
+       withInts(convAttrs({2, 2}, {}, {}), "output_shape", {7, 8}),
+       true,
+       true,
+       DType::F32,
+       OpKind::ConvTranspose},
+      {"transpose_same_upper",
+       {1, 8, 4, 5},
+       {8, 3, 3, 2},
+       convAttrs({2, 2}, {}, {}, "SAME_UPPER"),
+       true,
+       true,
+       DType::F32,
+       OpKind::ConvTranspose},
+      {"transpose_1d_runtime_weights",
+       {2, 10, 9},
+       {10, 3, 4},
+       convAttrs({3}, {1, 2}, {}),
+       true,
+       false,
+       DType::F32,
+       OpKind::ConvTranspose},
+      {"transpose_3d_f64",
+       {1, 8, 3, 2, 3},
+       {8, 2, 2, 3, 2},
+       convAttrs({2, 1, 2}, {}, {}),
+       true,
+       true,
+       DType::F64,
+       OpKind::ConvTranspose},
   };
 }
 
@@ -75,14 +139,14 @@ std::unique_ptr<Graph> convGraph(const ConvCase& c, std::vector<Tensor>* feeds) 
   auto g = std::make_unique<Graph>();
   GraphBuilder b(*g);
   Tensor xt = randomTensor(c.dtype, Shape(c.x), rng), wt = randomTensor(c.dtype, Shape(c.w), rng);
-  Tensor bt = randomTensor(c.dtype, Shape({c.w[0]}), rng);
+  Tensor bt = randomTensor(c.dtype, Shape({c.op == OpKind::ConvTranspose ? c.w[1] : c.w[0]}), rng);
   feeds->assign({xt});
   Value* x = b.input("x", c.dtype, Shape(c.x));
   Value* w = c.constantWeights ? b.constant(wt, "w") : b.input("w", c.dtype, Shape(c.w));
   if (!c.constantWeights) feeds->push_back(wt);
   std::vector<Value*> ins = {x, w};
   if (c.bias) ins.push_back(b.constant(bt, "b"));
-  b.output(b.op(OpKind::Conv, ins, c.attrs, "conv"));
+  b.output(b.op(c.op, ins, c.attrs, "conv"));
   EXPECT_TRUE(b.status().isOk()) << c.name << ": " << b.status().message();
   return g;
 }
@@ -104,7 +168,7 @@ TEST(ConvToGemm, ComputesWhatConvComputes) {
     auto rewritten = convGraph(c, &feeds);
     Expected<bool> changed = convToGemm(*rewritten);
     ASSERT_TRUE(changed.isOk() && *changed) << c.name;
-    for (const Node* n : rewritten->nodes()) EXPECT_NE(n->op(), OpKind::Conv) << c.name;
+    for (const Node* n : rewritten->nodes()) EXPECT_NE(n->op(), c.op) << c.name;
     const double tol = c.dtype == DType::F64 ? 1e-12 : 1e-5;
     auto got = evaluateGraph(*rewritten, feeds);
     ASSERT_TRUE(got.isOk()) << c.name << ": " << got.status().message();
