@@ -49,11 +49,13 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
 
 // Cache blocks for this shape, then split until there are tasks enough for the thread pool (the
 // thread count is a run-time option, so aim for a few tasks per core of a large machine), but never
-// below about 20 us of work per task: a task repacks its A block and wakes a thread, which a batch-1
-// layer (1 x 784 x 512: 0.8 MFLOP) cannot afford sixteen times.
+// below about 2 us of work per task (0.25 MFLOP): a task repacks its A block and hands work to a
+// polling thread. At 20 us (2 MFLOP) nearly every layer of MobileNetV2 at 64 x 64 was one task, and
+// 2 threads ran it no faster than 1; at 0.25 MFLOP: MobileNetV2 1.63 -> 1.12 ms, ResNet-18 4.09 ->
+// 2.96 ms at 2 threads, 1 thread unchanged (bench/NOTES.md).
 void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   constexpr int64_t kFloat = 4, kMinTasks = 16, kMaxPackedA = 128 << 10;
-  constexpr double kMinTaskFlops = 2e6, kMinTaskBytes = 512 << 10;
+  constexpr double kMinTaskFlops = 2.5e5, kMinTaskBytes = 64 << 10;
   // kc: a kc x nr panel of B in a quarter of L2. BLIS sizes it for L1; measured here (Zen 4, 1 MiB
   // L2, 1024^3 at 1 thread) long K blocks win: kc 128 (L1-sized) 22.5 ms, 256 21.2, 384 21.1, 1024
   // 20.2 — each K block costs a pass over the partial sums and a repack of A, while the L2 streams
@@ -79,7 +81,7 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   // A column block of a run-time A keeps 4 panels at least: each block repacks its A rows.
   const int64_t minPanels = c.aPacked ? 1 : 4;
   // A matrix-vector product is bound by streaming B, not by FMAs: split it while each task still
-  // streams 512 KiB of B (a classifier's 1 x 1280 x 1000: 5 MB over both cores' bandwidth).
+  // streams 64 KiB of B (a classifier's 1 x 1280 x 1000: 5 MB over both cores' bandwidth).
   const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n) * static_cast<double>(c.batch);
   auto worthSplitting = [&] {
     const double tasks = static_cast<double>(2 * c.numTasks());
