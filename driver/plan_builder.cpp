@@ -12,6 +12,7 @@
 #include "ir/op_registry.h"
 #include "passes/fusion.h"
 #include "passes/memory_plan.h"
+#include "runtime/gemm.h"
 
 namespace nnc {
 
@@ -191,8 +192,17 @@ class PlanBuilder {
   // step: arguments A, B, C and the bias.
   Status emitLibraryGemm(const KernelGroup& group) {
     const Node& mm = *group.nodes.front();
-    rt::GemmParams p = *opDef(mm.op()).asGemm(mm);
-    p.allowTf32 = allowTf32_ && p.dtype == dtypeToOnnx(DType::F32);
+    const GemmShape gemm = *opDef(mm.op()).asGemm(mm);
+    rt::GemmParams p;
+    p.dtype = dtypeToOnnx(gemm.dtype);
+    p.batch = gemm.batch;
+    p.m = gemm.m;
+    p.n = gemm.n;
+    p.k = gemm.k;
+    p.strideA = gemm.strideA;
+    p.strideB = gemm.strideB;
+    p.strideC = gemm.strideC;
+    p.allowTf32 = allowTf32_ && gemm.dtype == DType::F32;
     const Value* product = mm.output(0);
     const Value* bias = nullptr;
     for (size_t i = 1; i < group.nodes.size(); ++i) {

@@ -17,7 +17,6 @@
 #include "ir/op_kind.h"
 #include "ir/status.h"
 #include "kir/kernel_ir.h"
-#include "runtime/gemm.h"
 
 namespace nnc {
 
@@ -99,6 +98,18 @@ struct IndexCheck {
   std::function<kir::ExprId(kir::KernelBuilder&, kir::ExprId value, const std::vector<kir::ExprId>& index)> violates;
 };
 
+// A node as one batched row-major GEMM of its input 0 (A) and input 1 (B) into its output 0 (C),
+// without epilogue:
+//   for b in [0, batch):  C_b[m x n] = A_b[m x k] * B_b[k x n]
+// A_b starts strideA elements after A_{b-1} (0: every batch reads the same matrix), likewise B_b and
+// C_b (strideC is never 0). A target turns it into its own GEMM: a packed contraction (cpu) or a
+// library call (cuda: runtime/gemm.h's GemmParams).
+struct GemmShape {
+  DType dtype = DType::F32;  // of A, B and C
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0;  // elements
+};
+
 struct OpDef {
   OpKind kind;
   int minInputs = 1, maxInputs = 1;
@@ -119,10 +130,10 @@ struct OpDef {
   std::function<std::vector<IndexCheck>(const Node&)> indexChecks;
   // An nnc-internal op (Im2Col, made by passes): no ONNX op of that name is imported as it.
   bool internal = false;
-  // The node as one library GEMM call (runtime/gemm.h, without epilogue) when its shapes and dtype
-  // allow one, for targets that call a GEMM library (cuda: cuBLASLt); nullopt otherwise, and the node
-  // is lowered to a kernel as on every other target. Absent for ops that are never a GEMM.
-  std::function<std::optional<rt::GemmParams>(const Node&)> asGemm;
+  // The node as one GEMM (GemmShape) when its shapes and dtype allow one: such a node may anchor a
+  // target's contraction group (cpu: a packed GEMM; cuda: a cuBLASLt call); nullopt otherwise, and
+  // the node is lowered to a loop kernel like any anchor. Absent for ops that are never a GEMM.
+  std::function<std::optional<GemmShape>(const Node&)> asGemm;
   // For an Injective op whose output is better walked in another shape of the same elements (flat
   // positions unchanged): the loop domain of a kernel whose one output this op computes. Im2Col's
   // [N, C*K, P] is walked as [N, C*K, out...], so its innermost loop runs along an output row and its

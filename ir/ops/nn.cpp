@@ -119,14 +119,14 @@ std::vector<AnchorOutput> lowerMatMul(LowerContext& ctx) {
 // MatMul as one batched GEMM call: f32 or f64, and each operand's batch dims either all 1 (the same
 // matrix for every batch, stride 0) or equal to the output's (contiguous matrices). A batch that only
 // partly broadcasts ([2, 1] against [1, 3]) has no single stride: the MatMul stays a kernel.
-std::optional<rt::GemmParams> matmulAsGemm(const Node& node) {
+std::optional<GemmShape> matmulAsGemm(const Node& node) {
   const DType t = node.output(0)->dtype();
   if (t != DType::F32 && t != DType::F64) return std::nullopt;
   MatMulDims d;
   if (!matmulDims(node.input(0)->shape(), node.input(1)->shape(), &d).isOk()) return std::nullopt;
   if (d.m < 1 || d.n < 1 || d.k < 1 || d.batch.numel() < 1) return std::nullopt;
-  rt::GemmParams p;
-  p.dtype = dtypeToOnnx(t);
+  GemmShape p;
+  p.dtype = t;
   p.batch = d.batch.numel();
   p.m = d.m;
   p.n = d.n;
