@@ -118,22 +118,34 @@ class PlanBuilder {
 
   Status emitGroup(size_t index) {
     const KernelGroup& group = out_.groups[index];
-    const Node* first = group.nodes.front();
-    if (opFusionClass(first->op()) == FusionClass::Opaque) {
-      const OpDef& def = opDef(first->op());
-      rt::Step step;
-      step.kind = rt::StepKind::Builtin;
-      step.name = def.opaque.symbol;
-      step.params = def.opaque.encode(*first);
-      for (const Value* v : first->inputs())
-        if (v) step.args.push_back(bufferOf_.at(v));
-      for (const Value* v : first->outputs()) step.args.push_back(bufferOf(v));
-      step.origin = originOf(group);
-      out_.plan.steps.push_back(std::move(step));
-      return Status::ok();
+    switch (group.kind) {
+      case GroupKind::HostBuiltin: return emitBuiltin(group);
+      case GroupKind::LibraryCall: return emitLibraryGemm(group);
+      case GroupKind::Contraction:
+        if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
+        return emitLoopKernels(index);  // the contraction lowering declined it
+      case GroupKind::LoopKernel: return emitLoopKernels(index);
     }
-    if (passes::isLibraryGemm(*first, fusion_)) return emitLibraryGemm(group);
-    if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
+    internalError(__FILE__, __LINE__, "unknown group kind");
+  }
+
+  Status emitBuiltin(const KernelGroup& group) {
+    const Node* node = group.nodes.front();
+    const OpDef& def = opDef(node->op());
+    rt::Step step;
+    step.kind = rt::StepKind::Builtin;
+    step.name = def.opaque.symbol;
+    step.params = def.opaque.encode(*node);
+    for (const Value* v : node->inputs())
+      if (v) step.args.push_back(bufferOf_.at(v));
+    for (const Value* v : node->outputs()) step.args.push_back(bufferOf(v));
+    step.origin = originOf(group);
+    out_.plan.steps.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  Status emitLoopKernels(size_t index) {
+    const KernelGroup& group = out_.groups[index];
     NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
     for (LoweredKernel& lk : kernels) {
       if (lk.kernel.writesNothing()) continue;  // all its outputs are empty (and its loops may not be)
@@ -155,12 +167,10 @@ class PlanBuilder {
   // B operands go into the weights packed).
   Status lowerContractions() {
     contractions_.resize(out_.groups.size());
-    if (!contractionTarget_) return Status::ok();
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       const KernelGroup& group = out_.groups[g];
-      const bool anchored = std::any_of(group.nodes.begin(), group.nodes.end(),
-                                        [&](const Node* n) { return passes::isPackedContraction(*n, fusion_); });
-      if (!anchored) continue;
+      if (group.kind != GroupKind::Contraction) continue;
+      NNC_CHECK(contractionTarget_.has_value(), "a contraction group without a tile target");
       NNC_ASSIGN_OR_RETURN(contractions_[g], lowerContraction(group, kernelName(g, group), *contractionTarget_));
     }
     return Status::ok();

@@ -13,7 +13,19 @@
 
 namespace nnc {
 
+// How the plan runs a kernel group: the fusion policy (passes/fusion.h) decides, the plan builder
+// (driver/plan_builder.cpp) switches on it.
+enum class GroupKind {
+  LoopKernel,   // generated loop nests (lowerGroup)
+  Contraction,  // anchored by a contraction the target generates as a tiled GEMM running the group's
+                // epilogue on its tiles (cpu: ir/lower_contraction.h); loop nests where that declines
+  LibraryCall,  // anchored by a contraction the target's library runs, with the epilogue it applies
+                // itself (cuda: a cuBLASLt GEMM)
+  HostBuiltin,  // one opaque op's host kernel
+};
+
 struct KernelGroup {
+  GroupKind kind = GroupKind::LoopKernel;
   std::vector<Node*> nodes;     // in topological order; at most one Reduction-class anchor
   std::vector<Value*> inputs;   // values read from memory (graph inputs, constants, other groups)
   std::vector<Value*> outputs;  // values written to memory

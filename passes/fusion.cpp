@@ -105,7 +105,10 @@ class Partitioner {
     std::sort(groups.begin(), groups.end(), [&](const KernelGroup& a, const KernelGroup& b) {
       return index_.at(a.nodes.back()) < index_.at(b.nodes.back());
     });
-    for (KernelGroup& g : groups) computeGroupBoundary(g);
+    for (KernelGroup& g : groups) {
+      computeGroupBoundary(g);
+      g.kind = kindOf(g);
+    }
     return groups;
   }
 
@@ -122,6 +125,15 @@ class Partitioner {
     patchViews_[into] = patchViews_[into] && patchViews_[from];
   }
   int groupOf(const Node* n) { return find(index_.at(n)); }
+
+  GroupKind kindOf(const KernelGroup& g) {
+    const Node* first = g.nodes.front();
+    if (opFusionClass(first->op()) == FusionClass::Opaque) return GroupKind::HostBuiltin;  // alone in its group
+    const int anchor = anchorOf_[groupOf(first)];
+    if (anchor >= 0 && isLibraryGemm(*nodes_[anchor], options_)) return GroupKind::LibraryCall;
+    if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_)) return GroupKind::Contraction;
+    return GroupKind::LoopKernel;
+  }
 
   void reject(const Node* n, const std::string& why) {
     if (options_.debugLog) *options_.debugLog << "fusion: " << n->name() << ": " << why << "\n";
