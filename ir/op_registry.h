@@ -141,6 +141,20 @@ struct OpDef {
   std::function<Shape(const Node&)> iterationShape;
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
+
+  // Properties the fusion policy asks (passes/fusion.cpp), so that it names no op:
+  // An anchor that reads each input element many times (a contraction, a sliding window, a scan):
+  // only pure data movement is inlined into it, never arithmetic (recomputed per reuse).
+  bool rereadsInputs = false;
+  // Data movement that reads its input at an affine index, a stride and an offset per dim (Reshape,
+  // Transpose, Slice): a packed contraction folds it into how it reads its operand.
+  bool stridedView = false;
+  // The output holds the input's elements in the same row-major order, only the shape differs
+  // (Reshape): after a contraction it is part of the epilogue, which stores by flat position.
+  bool keepsElementOrder = false;
+  // A window that reads a Pad of its input in place at affine indices (Conv, Im2Col: the Pads the
+  // explicit-padding pass makes): such a Pad stays materialised instead of being inlined.
+  bool keepsPadInput = false;
 };
 
 class OpRegistry {

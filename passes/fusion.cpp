@@ -34,29 +34,6 @@ namespace nnc::passes {
 
 namespace {
 
-// Anchors that read each input element many times: only free index arithmetic is inlined.
-bool rereadsInputs(OpKind op) {
-  switch (op) {
-    case OpKind::MatMul:
-    case OpKind::Einsum:
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-    case OpKind::DeformConv:
-    case OpKind::MaxPool:
-    case OpKind::AveragePool:
-    case OpKind::LpPool:
-    case OpKind::LRN:
-    case OpKind::CumSum:
-    case OpKind::ScatterElements:
-    case OpKind::ScatterND: return true;
-    default: return false;
-  }
-}
-
-// Data movement that reads its input at an affine index (a stride and an offset per dim): a packed
-// contraction folds it into how it reads its operand.
-bool isStridedView(OpKind op) { return op == OpKind::Reshape || op == OpKind::Transpose || op == OpKind::Slice; }
-
 // An Im2Col a packed GEMM reads in place as its B operand (a separable index, ir/lower_contraction):
 // f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size within
 // kMaxInPlacePatchesK (the transposed GEMM's single K block).
@@ -85,7 +62,7 @@ class Partitioner {
       FusionClass fc = opFusionClass(nodes_[i]->op());
       if (fc == FusionClass::Reduction) anchorOf_[i] = static_cast<int>(i);
       onlyDataMovement_[i] = fc == FusionClass::Injective;
-      stridedViews_[i] = isStridedView(nodes_[i]->op());
+      stridedViews_[i] = opDef(nodes_[i]->op()).stridedView;
       patchViews_[i] = stridedViews_[i] || isInPlacePatches(*nodes_[i]);
     }
   }
@@ -172,7 +149,7 @@ class Partitioner {
   FusionDecision canBeEpilogue(const Node* n, const Value* in) {
     // A reshape keeps each element's flat position: after a packed contraction (conv-to-gemm's
     // [N, M, P] -> [N, M, H, W]) it is an epilogue, so the bias and activation after it fuse too.
-    const bool reshapeOfContraction = n->op() == OpKind::Reshape && in->producer() &&
+    const bool reshapeOfContraction = opDef(n->op()).keepsElementOrder && in->producer() &&
                                       anchorOf_[groupOf(in->producer())] >= 0 &&
                                       isPackedContraction(*nodes_[anchorOf_[groupOf(in->producer())]], options_);
     if (opFusionClass(n->op()) != FusionClass::Elementwise && !reshapeOfContraction)
@@ -219,14 +196,14 @@ class Partitioner {
     if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
     const int anchor = anchorOf_[cg];
     if (anchoredByLibraryGemm(cg)) return FusionDecision::no("the library GEMM reads its operands from memory");
-    if (p->op() == OpKind::Pad && (consumer->op() == OpKind::Conv || consumer->op() == OpKind::Im2Col))
+    if (p->op() == OpKind::Pad && opDef(consumer->op()).keepsPadInput)
       return FusionDecision::no("the padding stays materialised: the window reads it at affine indices");
     const bool patchesAsB = anchor >= 0 && patchViews_[pg] && consumer == nodes_[anchor] && consumer->input(1) == in;
     if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_) && !stridedViews_[pg] && !patchesAsB)
       return FusionDecision::no(
           "the packed GEMM reads its operands from memory (only strided views, and unpadded im2col patches as B, "
           "fold into it)");
-    if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])
+    if (anchor >= 0 && opDef(nodes_[anchor]->op()).rereadsInputs && !onlyDataMovement_[pg])
       return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
     return FusionDecision::yes();
   }

@@ -419,6 +419,7 @@ OpDef im2colDef() {
   OpDef d;
   d.kind = OpKind::Im2Col;
   d.internal = true;
+  d.keepsPadInput = true;
   std::vector<AttrSpec> attrs = windowAttrs();
   attrs.push_back(ops::requiredAttr("kernel_shape", AttrKind::Ints));
   d.attrs = std::move(attrs);
@@ -948,36 +949,44 @@ OpDef anchor(OpKind kind, int minIn, int maxIn, std::vector<AttrSpec> attrs, std
   return d;
 }
 
+OpDef rereading(OpDef d) {
+  d.rereadsInputs = true;
+  return d;
+}
+
 }  // namespace
 
 void defineNnOps(OpRegistry& r) {
-  OpDef matmul = anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul);
+  OpDef matmul = rereading(anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul));
   matmul.asGemm = matmulAsGemm;
   r.define(matmul);
-  r.define(anchor(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)}, inferEinsum, lowerEinsum));
+  r.define(rereading(
+      anchor(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)}, inferEinsum, lowerEinsum)));
 
   std::vector<AttrSpec> convAttrs = windowAttrs();
   convAttrs.push_back(ops::attrInt("group", 1));
   convAttrs.push_back(ops::optionalAttr("kernel_shape", AttrKind::Ints));
-  r.define(anchor(OpKind::Conv, 2, 3, convAttrs, inferConv, lowerConv));
+  OpDef conv = rereading(anchor(OpKind::Conv, 2, 3, convAttrs, inferConv, lowerConv));
+  conv.keepsPadInput = true;
+  r.define(conv);
   r.define(im2colDef());
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
-  r.define(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose));
-  r.define(anchor(OpKind::DeformConv, 3, 5,
-                  {ops::optionalAttr("dilations", AttrKind::Ints), ops::attrInt("group", 1),
-                   ops::optionalAttr("kernel_shape", AttrKind::Ints), ops::attrInt("offset_group", 1),
-                   ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)},
-                  inferDeformConv, lowerDeformConv));
+  r.define(rereading(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose)));
+  r.define(rereading(anchor(OpKind::DeformConv, 3, 5,
+                            {ops::optionalAttr("dilations", AttrKind::Ints), ops::attrInt("group", 1),
+                             ops::optionalAttr("kernel_shape", AttrKind::Ints), ops::attrInt("offset_group", 1),
+                             ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)},
+                            inferDeformConv, lowerDeformConv)));
 
-  OpDef maxPool = anchor(OpKind::MaxPool, 1, 1, poolAttrs({ops::attrInt("storage_order", 0)}), inferPool(PoolKind::Max),
-                         lowerPool(PoolKind::Max));
+  OpDef maxPool = rereading(anchor(OpKind::MaxPool, 1, 1, poolAttrs({ops::attrInt("storage_order", 0)}),
+                                   inferPool(PoolKind::Max), lowerPool(PoolKind::Max)));
   maxPool.maxOutputs = 2;
   r.define(maxPool);
-  r.define(anchor(OpKind::AveragePool, 1, 1, poolAttrs({ops::attrInt("count_include_pad", 0)}),
-                  inferPool(PoolKind::Average), lowerPool(PoolKind::Average)));
-  r.define(anchor(OpKind::LpPool, 1, 1, poolAttrs({ops::attrInt("p", 2)}), inferPool(PoolKind::Lp),
-                  lowerPool(PoolKind::Lp)));
+  r.define(rereading(anchor(OpKind::AveragePool, 1, 1, poolAttrs({ops::attrInt("count_include_pad", 0)}),
+                            inferPool(PoolKind::Average), lowerPool(PoolKind::Average))));
+  r.define(rereading(anchor(OpKind::LpPool, 1, 1, poolAttrs({ops::attrInt("p", 2)}), inferPool(PoolKind::Lp),
+                            lowerPool(PoolKind::Lp))));
   r.define(anchor(OpKind::GlobalMaxPool, 1, 1, {}, inferGlobalPool(), lowerGlobalPool(PoolKind::Max)));
   r.define(anchor(OpKind::GlobalAveragePool, 1, 1, {}, inferGlobalPool(), lowerGlobalPool(PoolKind::Average)));
   r.define(
