@@ -8,11 +8,11 @@
 #include <map>
 #include <tuple>
 
+#include "driver/target.h"
 #include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
 #include "passes/fusion.h"
 #include "passes/memory_plan.h"
-#include "runtime/gemm.h"
 
 namespace nnc {
 
@@ -43,9 +43,8 @@ std::string originOf(const KernelGroup& g) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Graph& graph, LoweredProgram& out, const passes::FusionOptions& fusion, bool allowTf32,
-              std::optional<kir::TileTarget> contractionTarget)
-      : graph_(graph), out_(out), fusion_(fusion), allowTf32_(allowTf32), contractionTarget_(contractionTarget) {}
+  PlanBuilder(const Graph& graph, LoweredProgram& out, const Target& target)
+      : graph_(graph), out_(out), target_(target) {}
 
   Status build(const std::vector<std::string>& outputNames) {
     rt::Plan& plan = out_.plan;
@@ -120,7 +119,7 @@ class PlanBuilder {
     const KernelGroup& group = out_.groups[index];
     switch (group.kind) {
       case GroupKind::HostBuiltin: return emitBuiltin(group);
-      case GroupKind::LibraryCall: return emitLibraryGemm(group);
+      case GroupKind::LibraryCall: return emitLibraryCall(group);
       case GroupKind::Contraction:
         if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
         return emitLoopKernels(index);  // the contraction lowering declined it
@@ -163,15 +162,14 @@ class PlanBuilder {
     return Status::ok();
   }
 
-  // Groups anchored by a packed contraction, lowered before the weights are laid out (their constant
-  // B operands go into the weights packed).
+  // Contraction groups, lowered by the target before the weights are laid out (their constant
+  // operands go into the weights packed).
   Status lowerContractions() {
     contractions_.resize(out_.groups.size());
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       const KernelGroup& group = out_.groups[g];
       if (group.kind != GroupKind::Contraction) continue;
-      NNC_CHECK(contractionTarget_.has_value(), "a contraction group without a tile target");
-      NNC_ASSIGN_OR_RETURN(contractions_[g], lowerContraction(group, kernelName(g, group), *contractionTarget_));
+      NNC_ASSIGN_OR_RETURN(contractions_[g], target_.lowerContraction(group, kernelName(g, group)));
     }
     return Status::ok();
   }
@@ -198,38 +196,14 @@ class PlanBuilder {
     return Status::ok();
   }
 
-  // A group [MatMul, optional bias Add] (the fusion policy's library-GEMM groups) as one library
-  // step: arguments A, B, C and the bias.
-  Status emitLibraryGemm(const KernelGroup& group) {
-    const Node& mm = *group.nodes.front();
-    const GemmShape gemm = *opDef(mm.op()).asGemm(mm);
-    rt::GemmParams p;
-    p.dtype = dtypeToOnnx(gemm.dtype);
-    p.batch = gemm.batch;
-    p.m = gemm.m;
-    p.n = gemm.n;
-    p.k = gemm.k;
-    p.strideA = gemm.strideA;
-    p.strideB = gemm.strideB;
-    p.strideC = gemm.strideC;
-    p.allowTf32 = allowTf32_ && gemm.dtype == DType::F32;
-    const Value* product = mm.output(0);
-    const Value* bias = nullptr;
-    for (size_t i = 1; i < group.nodes.size(); ++i) {
-      const Node& n = *group.nodes[i];
-      if (n.op() != OpKind::Add || bias) return Status::error(n.diagPrefix() + "internal: not a library GEMM epilogue");
-      bias = n.input(0) == product ? n.input(1) : n.input(0);
-      product = n.output(0);
-    }
-    p.epilogue = bias ? rt::GemmEpilogue::Bias : rt::GemmEpilogue::None;
-    if (group.outputs.size() != 1 || group.outputs.front() != product)
-      return Status::error(mm.diagPrefix() + "internal: a library GEMM group must have its last result as output");
+  // A LibraryCall group as the one library step the target makes of it.
+  Status emitLibraryCall(const KernelGroup& group) {
+    NNC_ASSIGN_OR_RETURN(LibraryCall call, target_.lowerLibraryCall(group));
     rt::Step step;
     step.kind = rt::StepKind::Library;
-    step.name = rt::kGemmStepName;
-    step.args = {bufferOf(mm.input(0)), bufferOf(mm.input(1)), bufferOf(product)};
-    if (bias) step.args.push_back(bufferOf(bias));
-    step.params = rt::encodeGemm(p);
+    step.name = std::move(call.name);
+    for (const Value* v : call.args) step.args.push_back(bufferOf(v));
+    step.params = std::move(call.params);
     step.outerSize = 0;
     step.workPerPoint = 0;
     step.origin = originOf(group);
@@ -257,9 +231,7 @@ class PlanBuilder {
 
   const Graph& graph_;
   LoweredProgram& out_;
-  const passes::FusionOptions& fusion_;
-  const bool allowTf32_;
-  const std::optional<kir::TileTarget> contractionTarget_;
+  const Target& target_;
   std::vector<std::optional<LoweredContraction>> contractions_;  // per group
   std::map<const Value*, int32_t> bufferOf_;
   // (value, nr) -> its packed B panels; (value, -mr) -> its packed A row tiles
@@ -277,16 +249,14 @@ class PlanBuilder {
 }  // namespace
 
 Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames,
-                                      const LoweringOptions& options) {
+                                      const Target& target, const LoweringOptions& options) {
   LoweredProgram program;
   passes::FusionOptions fusion;
   fusion.enabled = options.fuse;
-  fusion.libraryGemm = options.libraryGemm;
-  fusion.packedContractions = options.contractionTarget.has_value();
+  fusion.contractions = target.contractionHooks();
   fusion.debugLog = options.fusionLog;
   program.groups = passes::partitionIntoKernels(graph, fusion);
-  NNC_RETURN_IF_ERROR(
-      PlanBuilder(graph, program, fusion, options.allowTf32, options.contractionTarget).build(outputNames));
+  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, target).build(outputNames));
   return program;
 }
 
