@@ -7,13 +7,15 @@
 //   2. Prologue: a producer group without an anchor is inlined into its single consumer when the
 //      consumer's group can take it: pointwise and data-movement consumers take anything; anchors
 //      that read each input element a bounded number of times (reductions, softmax, norms) take
-//      elementwise and data-movement producers; anchors that re-read inputs many times (MatMul,
-//      Conv, pools, ...) take only pure data movement, so no arithmetic is recomputed per MAC.
+//      elementwise and data-movement producers; anchors that re-read inputs many times
+//      (OpDef::rereadsInputs: MatMul, Conv, pools, ...) take only pure data movement, so no
+//      arithmetic is recomputed per MAC.
 // A producer with several users is materialised once (no duplication yet).
-// A target's contraction anchors (FusionOptions::contractions) anchor groups of their own kind: they
-// take the prologue the target folds into how they read their operands (the cpu's packed GEMM: strided
-// views, and unpadded im2col patches as B; cuBLASLt: nothing) and the epilogue it accepts (the cpu:
-// any elementwise chain and a reshape of the result; cuBLASLt: one f32 bias Add over the columns).
+// The policy names no target and (but for Pad) no op: it asks op properties (OpDef) and the target's
+// contraction hooks (FusionOptions::contractions). A target's contraction anchors make groups of the
+// kind it says, taking only the prologue it folds into how they read their operands and the epilogue
+// it accepts — e.g. the cpu's packed GEMM folds strided views and im2col patches and takes a reshape
+// of its result; cuBLASLt folds nothing and takes one bias (driver/cpu_target.cpp, cuda_target.cpp).
 #include "passes/fusion.h"
 
 #include <array>
@@ -168,7 +170,7 @@ class Partitioner {
     if (p->op() == OpKind::Pad && opDef(consumer->op()).keepsPadInput)
       return FusionDecision::no("the padding stays materialised: the window reads it at affine indices");
     if (isContraction(cg)) {
-      // The anchor's operand `in` is, or -1: an input of another node of the group.
+      // Which input of the anchor `in` is (0: A, 1: B), or -1 when the consumer is another node.
       const int operand = consumer != nodes_[anchor] ? -1 : consumer->input(1) == in ? 1 : 0;
       if (!folds_[pg][operand + 1]) return FusionDecision::no(options_.contractions.noPrologue);
     }
