@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "driver/target.h"
+#include "ir/check_result.h"
 #include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
 #include "passes/fusion.h"
@@ -221,7 +222,7 @@ class PlanBuilder {
   }
 
   // A check kernel's result (rt::CheckResult): its own arena bytes past the planned region.
-  int32_t addCheckResult() { return appendArenaBuffer(rt::kCheckResultSize * sizeof(int64_t)); }
+  int32_t addCheckResult() { return appendArenaBuffer(kCheckResultSize * sizeof(int64_t)); }
 
   int32_t appendArenaBuffer(uint64_t bytes) {
     const int32_t id = addBuffer({rt::BufferKind::Arena, alignUp(out_.plan.arenaSize), bytes});

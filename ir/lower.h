@@ -9,7 +9,6 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "kir/kernel_ir.h"
-#include "runtime/plan.h"
 
 namespace nnc {
 
@@ -39,9 +38,8 @@ struct LoweredKernel {
   kir::Kernel kernel;
   std::vector<Value*> params;  // the value bound to each param slot: group inputs, then outputs
   // Non-empty for a check kernel (an IndexCheck of a node in the group, see ir/op_registry.h): its
-  // last param (params.back() == nullptr) is the check result of runtime/plan.h (rt::CheckResult),
-  // and `check` says what was required: "node 'g' (Gather): input 1 ('idx', 12 elements) must be in
-  // [-5, 4]".
+  // last param (params.back() == nullptr) is the check result (ir/check_result.h), and `check`
+  // says what was required: "node 'g' (Gather): input 1 ('idx', 12 elements) must be in [-5, 4]".
   std::string check;
 };
 
