@@ -105,7 +105,7 @@ class CpuTarget final : public Target {
     NNC_RETURN_IF_ERROR(code.module->writeObject(dir + "/kernels.o", /*withTable=*/true));
     LinkInputs link;
     link.objects = {dir + "/kernels.o"};
-    link.libraries = {NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE, "-lmvec", "-lm", "-pthread"};
+    link.libraries = {NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE, NNC_BUILTINS_ARCHIVE, "-lmvec", "-lm", "-pthread"};
     return link;
   }
 

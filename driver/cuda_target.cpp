@@ -190,8 +190,13 @@ class CudaTarget final : public Target {
              << "  .incbin \"" << dir << "/kernels.ptx\"\n  .byte 0\n";
     LinkInputs link;
     link.assembly = assembly.str();
-    link.libraries = {
-        NNC_RUNTIME_CUDA_AOT_ARCHIVE, NNC_RUNTIME_CUDA_ARCHIVE, NNC_RUNTIME_ARCHIVE, "-ldl", "-lm", "-pthread"};
+    link.libraries = {NNC_RUNTIME_CUDA_AOT_ARCHIVE,
+                      NNC_RUNTIME_CUDA_ARCHIVE,
+                      NNC_RUNTIME_ARCHIVE,
+                      NNC_BUILTINS_ARCHIVE,
+                      "-ldl",
+                      "-lm",
+                      "-pthread"};
     return link;
   }
 };

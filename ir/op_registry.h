@@ -79,8 +79,8 @@ struct StaticInput {
   AttrKind kind;  // Ints, Floats, Int, Float or Tensor
 };
 
-// Opaque ops run a host kernel from the runtime (runtime/builtins.h), by symbol name. `encode`
-// flattens shapes and attributes into the i64 parameter block the builtin reads.
+// Opaque ops run a host kernel (builtins/builtins.h), by symbol name. `encode` flattens shapes and
+// attributes into the i64 parameter block the builtin reads.
 struct OpaqueKernel {
   std::string symbol;
   std::function<std::vector<int64_t>(const Node&)> encode;

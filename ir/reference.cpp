@@ -6,11 +6,11 @@
 #include <map>
 #include <optional>
 
-#include "ir/lower.h"
+#include "builtins/builtins.h"
 #include "ir/check_result.h"
+#include "ir/lower.h"
 #include "ir/op_registry.h"
 #include "kir/interpreter.h"
-#include "runtime/builtins.h"
 
 namespace nnc {
 

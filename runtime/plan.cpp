@@ -25,7 +25,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/builtins.h"
+#include "runtime/builtin_steps.h"
 #include "runtime/gemm.h"
 
 namespace nnc::rt {

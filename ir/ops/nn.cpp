@@ -888,7 +888,7 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerGlobalPool(PoolKind
 }
 
 // ================================================================================================
-// TopK (opaque: runs runtime/builtin_topk.cpp).
+// TopK (opaque: runs builtins/builtin_topk.cpp).
 
 Status inferTopK(InferContext& ctx) {
   const DType t = ctx.inType(0);
