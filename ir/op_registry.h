@@ -142,7 +142,7 @@ struct OpDef {
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
 
-  // Properties the fusion policy asks (passes/fusion.cpp), so that it names no op:
+  // Properties the fusion policy asks (passes/fusion.cpp) instead of naming ops:
   // An anchor that reads each input element many times (a contraction, a sliding window, a scan):
   // only pure data movement is inlined into it, never arithmetic (recomputed per reuse).
   bool rereadsInputs = false;
