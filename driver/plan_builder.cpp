@@ -8,6 +8,8 @@
 #include <map>
 #include <tuple>
 
+#include "driver/target.h"
+#include "ir/check_result.h"
 #include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
 #include "passes/fusion.h"
@@ -42,9 +44,8 @@ std::string originOf(const KernelGroup& g) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Graph& graph, LoweredProgram& out, const passes::FusionOptions& fusion, bool allowTf32,
-              std::optional<kir::TileTarget> contractionTarget)
-      : graph_(graph), out_(out), fusion_(fusion), allowTf32_(allowTf32), contractionTarget_(contractionTarget) {}
+  PlanBuilder(const Graph& graph, LoweredProgram& out, const Target& target)
+      : graph_(graph), out_(out), target_(target) {}
 
   Status build(const std::vector<std::string>& outputNames) {
     rt::Plan& plan = out_.plan;
@@ -117,22 +118,34 @@ class PlanBuilder {
 
   Status emitGroup(size_t index) {
     const KernelGroup& group = out_.groups[index];
-    const Node* first = group.nodes.front();
-    if (opFusionClass(first->op()) == FusionClass::Opaque) {
-      const OpDef& def = opDef(first->op());
-      rt::Step step;
-      step.kind = rt::StepKind::Builtin;
-      step.name = def.opaque.symbol;
-      step.params = def.opaque.encode(*first);
-      for (const Value* v : first->inputs())
-        if (v) step.args.push_back(bufferOf_.at(v));
-      for (const Value* v : first->outputs()) step.args.push_back(bufferOf(v));
-      step.origin = originOf(group);
-      out_.plan.steps.push_back(std::move(step));
-      return Status::ok();
+    switch (group.kind) {
+      case GroupKind::HostBuiltin: return emitBuiltin(group);
+      case GroupKind::LibraryCall: return emitLibraryCall(group);
+      case GroupKind::Contraction:
+        if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
+        return emitLoopKernels(index);  // the contraction lowering declined it
+      case GroupKind::LoopKernel: return emitLoopKernels(index);
     }
-    if (passes::isLibraryGemm(*first, fusion_)) return emitLibraryGemm(group);
-    if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
+    internalError(__FILE__, __LINE__, "unknown group kind");
+  }
+
+  Status emitBuiltin(const KernelGroup& group) {
+    const Node* node = group.nodes.front();
+    const OpDef& def = opDef(node->op());
+    rt::Step step;
+    step.kind = rt::StepKind::Builtin;
+    step.name = def.opaque.symbol;
+    step.params = def.opaque.encode(*node);
+    for (const Value* v : node->inputs())
+      if (v) step.args.push_back(bufferOf_.at(v));
+    for (const Value* v : node->outputs()) step.args.push_back(bufferOf(v));
+    step.origin = originOf(group);
+    out_.plan.steps.push_back(std::move(step));
+    return Status::ok();
+  }
+
+  Status emitLoopKernels(size_t index) {
+    const KernelGroup& group = out_.groups[index];
     NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
     for (LoweredKernel& lk : kernels) {
       if (lk.kernel.writesNothing()) continue;  // all its outputs are empty (and its loops may not be)
@@ -150,17 +163,14 @@ class PlanBuilder {
     return Status::ok();
   }
 
-  // Groups anchored by a packed contraction, lowered before the weights are laid out (their constant
-  // B operands go into the weights packed).
+  // Contraction groups, lowered by the target before the weights are laid out (their constant
+  // operands go into the weights packed).
   Status lowerContractions() {
     contractions_.resize(out_.groups.size());
-    if (!contractionTarget_) return Status::ok();
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       const KernelGroup& group = out_.groups[g];
-      const bool anchored = std::any_of(group.nodes.begin(), group.nodes.end(),
-                                        [&](const Node* n) { return passes::isPackedContraction(*n, fusion_); });
-      if (!anchored) continue;
-      NNC_ASSIGN_OR_RETURN(contractions_[g], lowerContraction(group, kernelName(g, group), *contractionTarget_));
+      if (group.kind != GroupKind::Contraction) continue;
+      NNC_ASSIGN_OR_RETURN(contractions_[g], target_.lowerContraction(group, kernelName(g, group)));
     }
     return Status::ok();
   }
@@ -187,29 +197,14 @@ class PlanBuilder {
     return Status::ok();
   }
 
-  // A group [MatMul, optional bias Add] (the fusion policy's library-GEMM groups) as one library
-  // step: arguments A, B, C and the bias.
-  Status emitLibraryGemm(const KernelGroup& group) {
-    const Node& mm = *group.nodes.front();
-    rt::GemmParams p = *opDef(mm.op()).asGemm(mm);
-    p.allowTf32 = allowTf32_ && p.dtype == dtypeToOnnx(DType::F32);
-    const Value* product = mm.output(0);
-    const Value* bias = nullptr;
-    for (size_t i = 1; i < group.nodes.size(); ++i) {
-      const Node& n = *group.nodes[i];
-      if (n.op() != OpKind::Add || bias) return Status::error(n.diagPrefix() + "internal: not a library GEMM epilogue");
-      bias = n.input(0) == product ? n.input(1) : n.input(0);
-      product = n.output(0);
-    }
-    p.epilogue = bias ? rt::GemmEpilogue::Bias : rt::GemmEpilogue::None;
-    if (group.outputs.size() != 1 || group.outputs.front() != product)
-      return Status::error(mm.diagPrefix() + "internal: a library GEMM group must have its last result as output");
+  // A LibraryCall group as the one library step the target makes of it.
+  Status emitLibraryCall(const KernelGroup& group) {
+    NNC_ASSIGN_OR_RETURN(LibraryCall call, target_.lowerLibraryCall(group));
     rt::Step step;
     step.kind = rt::StepKind::Library;
-    step.name = rt::kGemmStepName;
-    step.args = {bufferOf(mm.input(0)), bufferOf(mm.input(1)), bufferOf(product)};
-    if (bias) step.args.push_back(bufferOf(bias));
-    step.params = rt::encodeGemm(p);
+    step.name = std::move(call.name);
+    for (const Value* v : call.args) step.args.push_back(bufferOf(v));
+    step.params = std::move(call.params);
     step.outerSize = 0;
     step.workPerPoint = 0;
     step.origin = originOf(group);
@@ -227,7 +222,7 @@ class PlanBuilder {
   }
 
   // A check kernel's result (rt::CheckResult): its own arena bytes past the planned region.
-  int32_t addCheckResult() { return appendArenaBuffer(rt::kCheckResultSize * sizeof(int64_t)); }
+  int32_t addCheckResult() { return appendArenaBuffer(kCheckResultSize * sizeof(int64_t)); }
 
   int32_t appendArenaBuffer(uint64_t bytes) {
     const int32_t id = addBuffer({rt::BufferKind::Arena, alignUp(out_.plan.arenaSize), bytes});
@@ -237,9 +232,7 @@ class PlanBuilder {
 
   const Graph& graph_;
   LoweredProgram& out_;
-  const passes::FusionOptions& fusion_;
-  const bool allowTf32_;
-  const std::optional<kir::TileTarget> contractionTarget_;
+  const Target& target_;
   std::vector<std::optional<LoweredContraction>> contractions_;  // per group
   std::map<const Value*, int32_t> bufferOf_;
   // (value, nr) -> its packed B panels; (value, -mr) -> its packed A row tiles
@@ -257,16 +250,14 @@ class PlanBuilder {
 }  // namespace
 
 Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std::string>& outputNames,
-                                      const LoweringOptions& options) {
+                                      const Target& target, const LoweringOptions& options) {
   LoweredProgram program;
   passes::FusionOptions fusion;
   fusion.enabled = options.fuse;
-  fusion.libraryGemm = options.libraryGemm;
-  fusion.packedContractions = options.contractionTarget.has_value();
+  fusion.contractions = target.contractionHooks();
   fusion.debugLog = options.fusionLog;
   program.groups = passes::partitionIntoKernels(graph, fusion);
-  NNC_RETURN_IF_ERROR(
-      PlanBuilder(graph, program, fusion, options.allowTf32, options.contractionTarget).build(outputNames));
+  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, target).build(outputNames));
   return program;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "driver/plan_builder.h"
+#include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
@@ -43,10 +44,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!smallEnough(g)) return 0;
   std::vector<std::string> outputNames;
   for (const nnc::Value* v : g.outputs()) outputNames.push_back(v->name());
+  const std::unique_ptr<nnc::Target> cpu = nnc::makeCpuTarget(nnc::CompileOptions{});
   nnc::passes::PipelineOptions options;
   options.optLevel = 2;
+  options.targetPasses = cpu->passes();
   if (!nnc::passes::runPipeline(g, options)) return 0;
   if (nnc::Status s = nnc::verifyGraph(g); !s) bug("graph fails verification after the passes", s);
-  (void)nnc::lowerProgram(g, outputNames);
+  (void)nnc::lowerProgram(g, outputNames, *cpu);
   return 0;
 }

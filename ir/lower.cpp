@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "ir/check_result.h"
 #include "ir/op_registry.h"
 #include "kir/interpreter.h"
 
@@ -102,7 +103,7 @@ Expected<LoweredKernel> lowerIndexCheck(const KernelGroup& group, const Node& no
   } else {
     bindGroupInputs(group, kb, lowered, gens);
   }
-  const int resultSlot = kb.addParam("check_result", DType::I64, rt::kCheckResultSize, /*isOutput=*/true);
+  const int resultSlot = kb.addParam("check_result", DType::I64, kCheckResultSize, /*isOutput=*/true);
   lowered.params.push_back(nullptr);
   NNC_RETURN_IF_ERROR(resolveGenerator(group, kb, checked, gens));
   const kir::ElementGen& gen = gens.at(checked);
@@ -118,9 +119,9 @@ Expected<LoweredKernel> lowerIndexCheck(const KernelGroup& group, const Node& no
   kir::ExprId first = kb.reduce(kir::ReduceOp::ArgMax, firstVars, violation(firstVars));
   kir::ExprId firstValue =
       kb.select(kb.binary(kir::ExprOp::Gt, count, kb.i64(0)), asI64(gen(kb.unflatten(first, shape))), kb.i64(0));
-  kb.addStore(resultSlot, kb.i64(rt::kCheckViolations), count, /*perInner=*/false);
-  kb.addStore(resultSlot, kb.i64(rt::kCheckFirstPosition), first, /*perInner=*/false);
-  kb.addStore(resultSlot, kb.i64(rt::kCheckFirstValue), firstValue, /*perInner=*/false);
+  kb.addStore(resultSlot, kb.i64(kCheckViolations), count, /*perInner=*/false);
+  kb.addStore(resultSlot, kb.i64(kCheckFirstPosition), first, /*perInner=*/false);
+  kb.addStore(resultSlot, kb.i64(kCheckFirstValue), firstValue, /*perInner=*/false);
   lowered.kernel = kb.finish();
   lowered.check = node.diagPrefix() + "input " + std::to_string(check.input) + " ('" + checked->name() + "', " +
                   std::to_string(shape.numel()) + " elements) " + check.expectation;
@@ -129,10 +130,10 @@ Expected<LoweredKernel> lowerIndexCheck(const KernelGroup& group, const Node& no
 
 // Runs a check kernel whose only input is the constant `indices` (lowerIndexCheck's constant case).
 Status runConstantCheck(const LoweredKernel& lk, Tensor indices) {
-  Tensor result(DType::I64, Shape({rt::kCheckResultSize}));
+  Tensor result(DType::I64, Shape({kCheckResultSize}));
   NNC_RETURN_IF_ERROR(kir::interpret(lk.kernel, {&indices, &result}));
   const int64_t* r = result.dataAs<int64_t>();
-  if (r[rt::kCheckViolations] != 0) return Status::error(rt::describeCheckFailure(lk.check, r));
+  if (r[kCheckViolations] != 0) return Status::error(describeCheckFailure(lk.check, r));
   return Status::ok();
 }
 

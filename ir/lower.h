@@ -9,11 +9,22 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "kir/kernel_ir.h"
-#include "runtime/plan.h"
 
 namespace nnc {
 
+// How the plan runs a kernel group: the fusion policy (passes/fusion.h) decides, the plan builder
+// (driver/plan_builder.cpp) switches on it.
+enum class GroupKind {
+  LoopKernel,   // generated loop nests (lowerGroup)
+  Contraction,  // anchored by a contraction the target generates as a tiled GEMM running the group's
+                // epilogue on its tiles (cpu: ir/lower_contraction.h); loop nests where that declines
+  LibraryCall,  // anchored by a contraction the target's library runs, with the epilogue it applies
+                // itself (cuda: a cuBLASLt GEMM)
+  HostBuiltin,  // one opaque op's host kernel
+};
+
 struct KernelGroup {
+  GroupKind kind = GroupKind::LoopKernel;
   std::vector<Node*> nodes;     // in topological order; at most one Reduction-class anchor
   std::vector<Value*> inputs;   // values read from memory (graph inputs, constants, other groups)
   std::vector<Value*> outputs;  // values written to memory
@@ -27,9 +38,8 @@ struct LoweredKernel {
   kir::Kernel kernel;
   std::vector<Value*> params;  // the value bound to each param slot: group inputs, then outputs
   // Non-empty for a check kernel (an IndexCheck of a node in the group, see ir/op_registry.h): its
-  // last param (params.back() == nullptr) is the check result of runtime/plan.h (rt::CheckResult),
-  // and `check` says what was required: "node 'g' (Gather): input 1 ('idx', 12 elements) must be in
-  // [-5, 4]".
+  // last param (params.back() == nullptr) is the check result (ir/check_result.h), and `check`
+  // says what was required: "node 'g' (Gather): input 1 ('idx', 12 elements) must be in [-5, 4]".
   std::string check;
 };
 

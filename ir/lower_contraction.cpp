@@ -241,7 +241,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   if (a->dtype() != DType::F32 || a->shape().rank() < 2 || b->shape().rank() < 2 ||
       out->shape().numel() != mm->output(0)->shape().numel() || out->shape().numel() == 0)
     return Result();
-  std::optional<rt::GemmParams> gemm = opDef(OpKind::MatMul).asGemm(*mm);
+  std::optional<GemmShape> gemm = opDef(OpKind::MatMul).asGemm(*mm);
   if (!gemm) return Result();
 
   // A conv's input patches (an Im2Col in the group, read in place as a separable operand) make the

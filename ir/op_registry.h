@@ -17,7 +17,6 @@
 #include "ir/op_kind.h"
 #include "ir/status.h"
 #include "kir/kernel_ir.h"
-#include "runtime/gemm.h"
 
 namespace nnc {
 
@@ -80,8 +79,8 @@ struct StaticInput {
   AttrKind kind;  // Ints, Floats, Int, Float or Tensor
 };
 
-// Opaque ops run a host kernel from the runtime (runtime/builtins.h), by symbol name. `encode`
-// flattens shapes and attributes into the i64 parameter block the builtin reads.
+// Opaque ops run a host kernel (builtins/builtins.h), by symbol name. `encode` flattens shapes and
+// attributes into the i64 parameter block the builtin reads.
 struct OpaqueKernel {
   std::string symbol;
   std::function<std::vector<int64_t>(const Node&)> encode;
@@ -97,6 +96,18 @@ struct IndexCheck {
   int input;
   std::string expectation;  // "must be in [-5, 4]": completes "indices '<name>' ..."
   std::function<kir::ExprId(kir::KernelBuilder&, kir::ExprId value, const std::vector<kir::ExprId>& index)> violates;
+};
+
+// A node as one batched row-major GEMM of its input 0 (A) and input 1 (B) into its output 0 (C),
+// without epilogue:
+//   for b in [0, batch):  C_b[m x n] = A_b[m x k] * B_b[k x n]
+// A_b starts strideA elements after A_{b-1} (0: every batch reads the same matrix), likewise B_b and
+// C_b (strideC is never 0). A target turns it into its own GEMM: a packed contraction (cpu) or a
+// library call (cuda: runtime/gemm.h's GemmParams).
+struct GemmShape {
+  DType dtype = DType::F32;  // of A, B and C
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0;  // elements
 };
 
 struct OpDef {
@@ -119,10 +130,10 @@ struct OpDef {
   std::function<std::vector<IndexCheck>(const Node&)> indexChecks;
   // An nnc-internal op (Im2Col, made by passes): no ONNX op of that name is imported as it.
   bool internal = false;
-  // The node as one library GEMM call (runtime/gemm.h, without epilogue) when its shapes and dtype
-  // allow one, for targets that call a GEMM library (cuda: cuBLASLt); nullopt otherwise, and the node
-  // is lowered to a kernel as on every other target. Absent for ops that are never a GEMM.
-  std::function<std::optional<rt::GemmParams>(const Node&)> asGemm;
+  // The node as one GEMM (GemmShape) when its shapes and dtype allow one: such a node may anchor a
+  // target's contraction group (cpu: a packed GEMM; cuda: a cuBLASLt call); nullopt otherwise, and
+  // the node is lowered to a loop kernel like any anchor. Absent for ops that are never a GEMM.
+  std::function<std::optional<GemmShape>(const Node&)> asGemm;
   // For an Injective op whose output is better walked in another shape of the same elements (flat
   // positions unchanged): the loop domain of a kernel whose one output this op computes. Im2Col's
   // [N, C*K, P] is walked as [N, C*K, out...], so its innermost loop runs along an output row and its
@@ -130,6 +141,20 @@ struct OpDef {
   std::function<Shape(const Node&)> iterationShape;
   // Elementwise ops whose output at index i reads input k only at i (same shape, no broadcast)
   // are fusable as an epilogue; injective ops never are. Computed from shapes by fusion.
+
+  // Properties the fusion policy asks (passes/fusion.cpp) instead of naming ops:
+  // An anchor that reads each input element many times (a contraction, a sliding window, a scan):
+  // only pure data movement is inlined into it, never arithmetic (recomputed per reuse).
+  bool rereadsInputs = false;
+  // Data movement that reads its input at an affine index, a stride and an offset per dim (Reshape,
+  // Transpose, Slice): a packed contraction folds it into how it reads its operand.
+  bool stridedView = false;
+  // The output holds the input's elements in the same row-major order, only the shape differs
+  // (Reshape): after a contraction it is part of the epilogue, which stores by flat position.
+  bool keepsElementOrder = false;
+  // A window that reads a Pad of its input in place at affine indices (Conv, Im2Col: the Pads the
+  // explicit-padding pass makes): such a Pad stays materialised instead of being inlined.
+  bool keepsPadInput = false;
 };
 
 class OpRegistry {

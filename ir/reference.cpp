@@ -6,10 +6,11 @@
 #include <map>
 #include <optional>
 
+#include "builtins/builtins.h"
+#include "ir/check_result.h"
 #include "ir/lower.h"
 #include "ir/op_registry.h"
 #include "kir/interpreter.h"
-#include "runtime/builtins.h"
 
 namespace nnc {
 
@@ -79,13 +80,13 @@ Expected<std::optional<std::vector<Tensor>>> evaluateNodeWithin(const Node& node
   for (int i = 0; i < node.numOutputs(); ++i) bound[node.output(i)] = &outputs[i];
   for (LoweredKernel& lk : kernels) {
     std::vector<Tensor*> buffers;
-    Tensor checkResult(DType::I64, Shape({rt::kCheckResultSize}));
+    Tensor checkResult(DType::I64, Shape({kCheckResultSize}));
     for (Value* v : lk.params) buffers.push_back(v ? bound.at(v) : &checkResult);
     Status s = kir::interpret(lk.kernel, buffers);
     if (!s) return s.withContext(node.diagPrefix());
     if (!lk.check.empty()) {
       const int64_t* result = checkResult.dataAs<int64_t>();
-      if (result[rt::kCheckViolations] != 0) return Status::error(rt::describeCheckFailure(lk.check, result));
+      if (result[kCheckViolations] != 0) return Status::error(describeCheckFailure(lk.check, result));
     }
   }
   return std::optional(std::move(outputs));

@@ -7,67 +7,29 @@
 //   2. Prologue: a producer group without an anchor is inlined into its single consumer when the
 //      consumer's group can take it: pointwise and data-movement consumers take anything; anchors
 //      that read each input element a bounded number of times (reductions, softmax, norms) take
-//      elementwise and data-movement producers; anchors that re-read inputs many times (MatMul,
-//      Conv, pools, ...) take only pure data movement, so no arithmetic is recomputed per MAC.
+//      elementwise and data-movement producers; anchors that re-read inputs many times
+//      (OpDef::rereadsInputs: MatMul, Conv, pools, ...) take only pure data movement, so no
+//      arithmetic is recomputed per MAC.
 // A producer with several users is materialised once (no duplication yet).
-// With FusionOptions::packedContractions (the cpu), an f32 MatMul is a packed GEMM: it takes as
-// prologue only strided views (Transpose, Slice, Reshape: folded into its operand strides) and, as
-// its B, an unpadded Im2Col (conv-to-gemm's patches, packed straight from the conv's input), and a
-// Reshape right after it joins its epilogue (same flat positions).
-// With FusionOptions::libraryGemm, a MatMul that becomes a library call takes no prologue, and as
-// epilogue only an f32 bias Add over its columns (what cuBLASLt fuses exactly); the rest of a
-// pointwise chain after it becomes the next kernel. (cuBLASLt's Relu epilogue is not used: it turns
-// NaN into 0 where ONNX's Relu keeps NaN.)
+// The policy names no target and (but for Pad) no op: it asks op properties (OpDef) and the target's
+// contraction hooks (FusionOptions::contractions). A target's contraction anchors make groups of the
+// kind it says, taking only the prologue it folds into how they read their operands and the epilogue
+// it accepts — e.g. the cpu's packed GEMM folds strided views and im2col patches and takes a reshape
+// of its result; cuBLASLt folds nothing and takes one bias (driver/cpu_target.cpp, cuda_target.cpp).
 #include "passes/fusion.h"
 
+#include <array>
 #include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
 
-#include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
-#include "ir/ops/window.h"
 #include "ir/printer.h"
 
 namespace nnc::passes {
 
 namespace {
-
-// Anchors that read each input element many times: only free index arithmetic is inlined.
-bool rereadsInputs(OpKind op) {
-  switch (op) {
-    case OpKind::MatMul:
-    case OpKind::Einsum:
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-    case OpKind::DeformConv:
-    case OpKind::MaxPool:
-    case OpKind::AveragePool:
-    case OpKind::LpPool:
-    case OpKind::LRN:
-    case OpKind::CumSum:
-    case OpKind::ScatterElements:
-    case OpKind::ScatterND: return true;
-    default: return false;
-  }
-}
-
-// Data movement that reads its input at an affine index (a stride and an offset per dim): a packed
-// contraction folds it into how it reads its operand.
-bool isStridedView(OpKind op) { return op == OpKind::Reshape || op == OpKind::Transpose || op == OpKind::Slice; }
-
-// An Im2Col a packed GEMM reads in place as its B operand (a separable index, ir/lower_contraction):
-// f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size within
-// kMaxInPlacePatchesK (the transposed GEMM's single K block).
-bool isInPlacePatches(const Node& n) {
-  if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 2) return false;
-  ops::Window w;
-  if (!ops::kernelShapeWindow(n, &w).isOk()) return false;
-  for (int i = 0; i < w.rank(); ++i)
-    if (w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
-  return n.output(0)->shape()[1] <= kMaxInPlacePatchesK;
-}
 
 class Partitioner {
  public:
@@ -77,16 +39,19 @@ class Partitioner {
     parent_.resize(nodes_.size());
     std::iota(parent_.begin(), parent_.end(), 0);
     anchorOf_.assign(nodes_.size(), -1);
-    gemmHasBias_.assign(nodes_.size(), false);
+    contractionAnchor_.assign(nodes_.size(), false);
+    epilogueJoined_.assign(nodes_.size(), 0);
     onlyDataMovement_.assign(nodes_.size(), true);
-    stridedViews_.assign(nodes_.size(), true);
-    patchViews_.assign(nodes_.size(), true);
+    folds_.assign(nodes_.size(), {false, false, false});
+    const ContractionHooks& hooks = options_.contractions;
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      FusionClass fc = opFusionClass(nodes_[i]->op());
+      const Node& n = *nodes_[i];
+      FusionClass fc = opFusionClass(n.op());
       if (fc == FusionClass::Reduction) anchorOf_[i] = static_cast<int>(i);
+      contractionAnchor_[i] = fc == FusionClass::Reduction && hooks.isAnchor && hooks.isAnchor(n);
       onlyDataMovement_[i] = fc == FusionClass::Injective;
-      stridedViews_[i] = isStridedView(nodes_[i]->op());
-      patchViews_[i] = stridedViews_[i] || isInPlacePatches(*nodes_[i]);
+      for (int operand = -1; operand <= 1; ++operand)
+        folds_[i][operand + 1] = hooks.foldsIntoOperand && hooks.foldsIntoOperand(n, operand);
     }
   }
 
@@ -105,7 +70,10 @@ class Partitioner {
     std::sort(groups.begin(), groups.end(), [&](const KernelGroup& a, const KernelGroup& b) {
       return index_.at(a.nodes.back()) < index_.at(b.nodes.back());
     });
-    for (KernelGroup& g : groups) computeGroupBoundary(g);
+    for (KernelGroup& g : groups) {
+      computeGroupBoundary(g);
+      g.kind = kindOf(g);
+    }
     return groups;
   }
 
@@ -118,10 +86,18 @@ class Partitioner {
     parent_[from] = into;
     if (anchorOf_[into] < 0) anchorOf_[into] = anchorOf_[from];
     onlyDataMovement_[into] = onlyDataMovement_[into] && onlyDataMovement_[from];
-    stridedViews_[into] = stridedViews_[into] && stridedViews_[from];
-    patchViews_[into] = patchViews_[into] && patchViews_[from];
+    for (int k = 0; k < 3; ++k) folds_[into][k] = folds_[into][k] && folds_[from][k];
   }
   int groupOf(const Node* n) { return find(index_.at(n)); }
+
+  GroupKind kindOf(const KernelGroup& g) {
+    const Node* first = g.nodes.front();
+    if (opFusionClass(first->op()) == FusionClass::Opaque) return GroupKind::HostBuiltin;  // alone in its group
+    return isContraction(groupOf(first)) ? options_.contractions.kind : GroupKind::LoopKernel;
+  }
+
+  // Whether group g is anchored by one of the target's contractions.
+  bool isContraction(int g) { return anchorOf_[g] >= 0 && contractionAnchor_[anchorOf_[g]]; }
 
   void reject(const Node* n, const std::string& why) {
     if (options_.debugLog) *options_.debugLog << "fusion: " << n->name() << ": " << why << "\n";
@@ -141,28 +117,12 @@ class Partitioner {
     return count;
   }
 
-  bool anchoredByLibraryGemm(int g) { return anchorOf_[g] >= 0 && isLibraryGemm(*nodes_[anchorOf_[g]], options_); }
-
-  // What a library GEMM's group can take next as its epilogue: one f32 bias.
-  FusionDecision canBeGemmEpilogue(const Node* n, const Value* in, int g) {
-    if (n->op() != OpKind::Add || gemmHasBias_[g] || in->dtype() != DType::F32)
-      return FusionDecision::no("cuBLASLt's epilogue is an f32 bias; this op runs as the next kernel");
-    const Node& mm = *nodes_[anchorOf_[g]];
-    const Value* bias = n->input(0) == in ? n->input(1) : n->input(0);
-    const Shape& s = bias->shape();
-    const int64_t columns = opDef(mm.op()).asGemm(mm)->n;
-    bool isRowVector = bias != in && bias->dtype() == in->dtype() && s.rank() >= 1 && s.rank() <= in->shape().rank() &&
-                       mm.input(1)->shape().rank() >= 2 && s.dims().back() == columns;
-    for (int i = 0; i + 1 < s.rank(); ++i) isRowVector = isRowVector && s[i] == 1;
-    return isRowVector ? FusionDecision::yes() : FusionDecision::no("not a bias over the product's columns");
-  }
-
   FusionDecision canBeEpilogue(const Node* n, const Value* in) {
-    // A reshape keeps each element's flat position: after a packed contraction (conv-to-gemm's
-    // [N, M, P] -> [N, M, H, W]) it is an epilogue, so the bias and activation after it fuse too.
-    const bool reshapeOfContraction = n->op() == OpKind::Reshape && in->producer() &&
-                                      anchorOf_[groupOf(in->producer())] >= 0 &&
-                                      isPackedContraction(*nodes_[anchorOf_[groupOf(in->producer())]], options_);
+    // A reshape keeps each element's flat position: after a contraction that stores by flat
+    // position (the cpu's packed GEMM; conv-to-gemm's [N, M, P] -> [N, M, H, W]) it is an epilogue,
+    // so the bias and activation after it fuse too.
+    const bool reshapeOfContraction = options_.contractions.reshapeInEpilogue && opDef(n->op()).keepsElementOrder &&
+                                      in->producer() && isContraction(groupOf(in->producer()));
     if (opFusionClass(n->op()) != FusionClass::Elementwise && !reshapeOfContraction)
       return FusionDecision::no("not elementwise");
     if (n->numOutputs() != 1) return FusionDecision::no("several outputs");
@@ -175,7 +135,8 @@ class Partitioner {
     if (in->shape() != n->output(0)->shape() && !reshapeOfContraction)
       return FusionDecision::no("broadcasts the anchor's result");
     if (liveResults(g) != 1) return FusionDecision::no("anchor group has several results");
-    if (anchoredByLibraryGemm(g)) return canBeGemmEpilogue(n, in, g);
+    if (isContraction(g) && options_.contractions.acceptsEpilogue)
+      return options_.contractions.acceptsEpilogue(*nodes_[anchorOf_[g]], *n, in, epilogueJoined_[g]);
     return FusionDecision::yes();
   }
 
@@ -188,7 +149,7 @@ class Partitioner {
         continue;
       }
       const int g = groupOf(in->producer());
-      if (anchoredByLibraryGemm(g)) gemmHasBias_[g] = true;
+      ++epilogueJoined_[g];
       merge(g, groupOf(n));
       return;
     }
@@ -206,15 +167,14 @@ class Partitioner {
       return FusionDecision::no("'" + in->name() + "' has several users (not duplicated)");
     if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
     const int anchor = anchorOf_[cg];
-    if (anchoredByLibraryGemm(cg)) return FusionDecision::no("the library GEMM reads its operands from memory");
-    if (p->op() == OpKind::Pad && (consumer->op() == OpKind::Conv || consumer->op() == OpKind::Im2Col))
+    if (p->op() == OpKind::Pad && opDef(consumer->op()).keepsPadInput)
       return FusionDecision::no("the padding stays materialised: the window reads it at affine indices");
-    const bool patchesAsB = anchor >= 0 && patchViews_[pg] && consumer == nodes_[anchor] && consumer->input(1) == in;
-    if (anchor >= 0 && isPackedContraction(*nodes_[anchor], options_) && !stridedViews_[pg] && !patchesAsB)
-      return FusionDecision::no(
-          "the packed GEMM reads its operands from memory (only strided views, and unpadded im2col patches as B, "
-          "fold into it)");
-    if (anchor >= 0 && rereadsInputs(nodes_[anchor]->op()) && !onlyDataMovement_[pg])
+    if (isContraction(cg)) {
+      // Which input of the anchor `in` is (0: A, 1: B), or -1 when the consumer is another node.
+      const int operand = consumer != nodes_[anchor] ? -1 : consumer->input(1) == in ? 1 : 0;
+      if (!folds_[pg][operand + 1]) return FusionDecision::no(options_.contractions.noPrologue);
+    }
+    if (anchor >= 0 && opDef(nodes_[anchor]->op()).rereadsInputs && !onlyDataMovement_[pg])
       return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
     return FusionDecision::yes();
   }
@@ -236,26 +196,15 @@ class Partitioner {
   std::vector<Node*> nodes_;
   std::map<const Node*, int> index_;
   std::vector<int> parent_;
-  std::vector<int> anchorOf_;           // per root: the anchor node index, or -1
-  std::vector<bool> onlyDataMovement_;  // per root: the group is injective ops only
-  std::vector<bool> stridedViews_;      // per root: the group is strided views only
-  std::vector<bool> patchViews_;        // per root: strided views and in-place im2col patches only
-  std::vector<bool> gemmHasBias_;       // per root anchored by a library GEMM: its bias is fused
+  std::vector<int> anchorOf_;            // per root: the anchor node index, or -1
+  std::vector<bool> contractionAnchor_;  // per node: one of the target's contraction anchors
+  std::vector<int> epilogueJoined_;      // per root: how many nodes joined it as epilogue
+  std::vector<bool> onlyDataMovement_;   // per root: the group is injective ops only
+  // Per root: every node of the group folds into a contraction's operand -1, 0, 1 (index + 1).
+  std::vector<std::array<bool, 3>> folds_;
 };
 
 }  // namespace
-
-bool isLibraryGemm(const Node& n, const FusionOptions& options) {
-  if (!options.libraryGemm) return false;
-  const OpDef& def = opDef(n.op());
-  return def.asGemm && def.asGemm(n).has_value();
-}
-
-bool isPackedContraction(const Node& n, const FusionOptions& options) {
-  if (!options.packedContractions || n.op() != OpKind::MatMul || n.output(0)->dtype() != DType::F32) return false;
-  const OpDef& def = opDef(n.op());
-  return n.input(0)->shape().rank() >= 2 && n.input(1)->shape().rank() >= 2 && def.asGemm && def.asGemm(n).has_value();
-}
 
 std::vector<KernelGroup> partitionIntoKernels(const Graph& graph, const FusionOptions& options) {
   return Partitioner(graph, options).run();

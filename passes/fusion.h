@@ -2,6 +2,7 @@
 // into kernel IR (mechanism).
 #pragma once
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,27 +20,35 @@ struct FusionDecision {
   static FusionDecision no(std::string why) { return {false, std::move(why)}; }
 };
 
+// A target's fusion hooks for its contractions (driver/target.h supplies them): which nodes anchor a
+// contraction group, and what such a group takes besides the anchor.
+struct ContractionHooks {
+  // The kind of the groups they anchor: Contraction (generated) or LibraryCall.
+  GroupKind kind = GroupKind::Contraction;
+  // Whether `n` anchors a contraction group. Empty: the target has none, and every anchor is
+  // lowered as loop nests.
+  std::function<bool(const Node& n)> isAnchor;
+  // Prologue: whether `producer` folds into how the anchor reads its input `operand` (0 or 1; -1 for
+  // an input of another node of the group). A producer group is inlined only when all of its nodes
+  // fold; `noPrologue` says why not. Empty: nothing folds (the operands are read from memory).
+  std::function<bool(const Node& producer, int operand)> foldsIntoOperand;
+  std::string noPrologue = "the contraction reads its operands from memory";
+  // Epilogue: besides the elementwise nodes every anchor takes, a node that keeps the element order
+  // of the group's result (OpDef::keepsElementOrder: a Reshape) joins too.
+  bool reshapeInEpilogue = false;
+  // When set, every epilogue node must pass it as well: `n` reads the group's result `in`, after
+  // `joined` epilogue nodes have joined the group.
+  std::function<FusionDecision(const Node& anchor, const Node& n, const Value* in, int joined)> acceptsEpilogue;
+};
+
 struct FusionOptions {
-  bool enabled = true;  // false: one group per node (-O0, eager)
-  // A MatMul that OpDef::asGemm describes becomes a library call (the cuda target's cuBLASLt): its
-  // group takes no prologue (the library reads its operands from memory) and only the epilogue the
-  // library applies itself: an f32 Add of a bias over the product's columns.
-  bool libraryGemm = false;
-  // A MatMul that OpDef::asGemm describes is a packed contraction (the cpu target's GEMM,
-  // ir/lower_contraction.h): it reads its operands from memory, so its group takes no prologue but
-  // strided views (Transpose, Slice, Reshape: folded into its operand strides); any elementwise
-  // epilogue still fuses.
-  bool packedContractions = false;
+  bool enabled = true;               // false: one group per node (-O0, eager)
+  ContractionHooks contractions;     // the target's; none by default
   std::ostream* debugLog = nullptr;  // receives one line per rejected candidate
 };
 
-// Whether `n` is a library GEMM under `options` (the partitioner and the plan builder agree on it).
-bool isLibraryGemm(const Node& n, const FusionOptions& options);
-// Whether `n` is a packed contraction under `options`.
-bool isPackedContraction(const Node& n, const FusionOptions& options);
-
 // Groups in execution order; every node is in exactly one group. Opaque nodes are alone.
-// Boundaries (inputs/outputs) are filled in.
+// Boundaries (inputs/outputs) and kinds are filled in.
 std::vector<KernelGroup> partitionIntoKernels(const Graph& graph, const FusionOptions& options);
 
 // Graphviz of the graph with each multi-node group as a cluster (--dump-graph).

@@ -17,31 +17,32 @@ struct PipelineEntry {
   const char* name;
   PassFn run;
   int minOptLevel;
-  bool toFixpoint;     // repeat while it reports a change (bounded)
-  const char* target;  // the only target it runs for, or nullptr for every target
+  bool toFixpoint;  // repeat while it reports a change (bounded)
+  bool targetPass;  // runs only for the targets that list it (Target::passes())
   const char* description;
 };
 
 // clang-format off
 constexpr PipelineEntry kPipeline[] = {
-  // Target lowering first (at every level: -O0's eager runs use the same library calls).
-  {"conv-to-gemm",       convToGemm,                    0, false, nullptr, "group-1 Conv as Im2Col + MatMul (cuBLASLt; the cpu's packed GEMM) + bias Add"},
-  {"explicit-padding",   explicitPadding,               0, false, "cpu",   "a padded Conv/Im2Col reads a zero Pad of its input (affine taps)"},
+  // Target lowering first (at every level: -O0's eager runs use the same library calls), each for
+  // the targets that list it (Target::passes()).
+  {"conv-to-gemm",       convToGemm,                    0, false, true,  "group-1 Conv as Im2Col + MatMul (cuBLASLt; the cpu's packed GEMM) + bias Add"},
+  {"explicit-padding",   explicitPadding,               0, false, true,  "a padded Conv/Im2Col reads a zero Pad of its input (affine taps)"},
   // Clean-ups first, so folding and CSE see canonical forms.
-  {"simplify",           simplify,                      1, true,  nullptr, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
-  {"fold-constants",     foldConstants,                 1, false, nullptr, "evaluate nodes whose inputs are constants (reference evaluator)"},
-  {"cse",                eliminateCommonSubexpressions, 1, false, nullptr, "merge identical nodes"},
-  {"dce",                eliminateDeadCode,             0, false, nullptr, "remove nodes whose results are unused"},
+  {"simplify",           simplify,                      1, true,  false, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
+  {"fold-constants",     foldConstants,                 1, false, false, "evaluate nodes whose inputs are constants (reference evaluator)"},
+  {"cse",                eliminateCommonSubexpressions, 1, false, false, "merge identical nodes"},
+  {"dce",                eliminateDeadCode,             0, false, false, "remove nodes whose results are unused"},
   // Last: the runtime's contract for outputs (every -O level).
-  {"materialize-outputs", materializeOutputs,           0, false, nullptr, "copy outputs that alias inputs, constants or other outputs"},
+  {"materialize-outputs", materializeOutputs,           0, false, false, "copy outputs that alias inputs, constants or other outputs"},
 };
 // clang-format on
 
 constexpr int kMaxFixpointRounds = 8;
 
-bool disabled(const PipelineOptions& o, const char* name) {
-  for (const std::string& d : o.disabledPasses)
-    if (d == name) return true;
+bool listed(const std::vector<std::string>& names, const char* name) {
+  for (const std::string& n : names)
+    if (n == name) return true;
   return false;
 }
 
@@ -49,7 +50,7 @@ bool disabled(const PipelineOptions& o, const char* name) {
 
 std::vector<PassInfo> listPasses() {
   std::vector<PassInfo> out;
-  for (const PipelineEntry& e : kPipeline) out.push_back({e.name, e.description, e.target ? e.target : ""});
+  for (const PipelineEntry& e : kPipeline) out.push_back({e.name, e.description, e.targetPass});
   return out;
 }
 
@@ -64,10 +65,15 @@ Status runPipeline(Graph& graph, const PipelineOptions& options) {
     }
     if (!known) return Status::error("unknown pass '" + d + "' in --disable-pass (passes: " + names + ")");
   }
+  for (const std::string& t : options.targetPasses) {
+    bool known = false;
+    for (const PipelineEntry& e : kPipeline) known |= e.targetPass && t == e.name;
+    NNC_CHECK(known, "a target lists '" + t + "', which is no target pass");
+  }
   if (options.verifyEachPass) NNC_RETURN_IF_ERROR(verifyGraph(graph).withContext("before the pipeline: "));
   for (const PipelineEntry& e : kPipeline) {
-    if (options.optLevel < e.minOptLevel || disabled(options, e.name)) continue;
-    if (e.target && options.target != e.target) continue;
+    if (options.optLevel < e.minOptLevel || listed(options.disabledPasses, e.name)) continue;
+    if (e.targetPass && !listed(options.targetPasses, e.name)) continue;
     const auto start = std::chrono::steady_clock::now();
     bool changedAtAll = false;
     for (int round = 0; round < (e.toFixpoint ? kMaxFixpointRounds : 1); ++round) {

@@ -1,4 +1,6 @@
-// The pass pipeline: one table (pipeline.cpp) lists every graph pass with the -O levels it runs at.
+// The pass pipeline: one table (pipeline.cpp) lists every graph pass, in order, with the -O levels it
+// runs at. Target passes (lowering for a target) run only for targets that list them
+// (Target::passes(), driver/target.h); the others run for every target.
 #pragma once
 
 #include <ostream>
@@ -12,7 +14,7 @@ namespace nnc::passes {
 
 struct PipelineOptions {
   int optLevel = 2;
-  std::string target = "cpu";               // passes marked for one target run only for it
+  std::vector<std::string> targetPasses;    // the target passes to run (Target::passes())
   std::vector<std::string> disabledPasses;  // --disable-pass=NAME
   bool printAfterAll = false;               // print the graph after each pass that changed it
   bool timePasses = false;
@@ -23,7 +25,7 @@ struct PipelineOptions {
 struct PassInfo {
   std::string name;
   std::string description;
-  std::string target;  // the only target the pass runs for; empty: every target
+  bool targetPass = false;  // runs only for the targets that list it (Target::passes())
 };
 
 // Every pass, in pipeline order (for --help, --disable-pass and tests).

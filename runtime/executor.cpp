@@ -7,7 +7,7 @@
 #include <new>
 #include <unordered_map>
 
-#include "runtime/builtins.h"
+#include "builtins/builtins.h"
 
 namespace nnc::rt {
 namespace {

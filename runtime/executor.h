@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "builtins/builtins.h"
 #include "nnc/model.h"
 #include "runtime/plan.h"
 #include "runtime/thread_pool.h"
@@ -14,7 +15,7 @@
 namespace nnc::rt {
 
 // Resolves a step's symbol to its function: generated kernels (from the JIT or the model.so's own
-// table) and builtins (runtime/builtins.h).
+// table) and builtins (builtins/builtins.h).
 struct SymbolTable {
   std::vector<std::pair<std::string, KernelFn>> kernels;
 };

@@ -25,7 +25,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/builtins.h"
+#include "runtime/builtin_steps.h"
 #include "runtime/gemm.h"
 
 namespace nnc::rt {
@@ -505,13 +505,6 @@ std::string printPlan(const Plan& plan) {
     out += "  ; " + s.origin + "\n";
   }
   return out;
-}
-
-std::string describeCheckFailure(const std::string& check, const int64_t* result) {
-  const int64_t violations = result[kCheckViolations];
-  return check + "; " + std::to_string(violations) + (violations == 1 ? " element does" : " elements do") +
-         " not, the first is " + std::to_string(result[kCheckFirstValue]) + " (at flat position " +
-         std::to_string(result[kCheckFirstPosition]) + ")";
 }
 
 }  // namespace nnc::rt

@@ -171,6 +171,8 @@ Expected<Shape> reshapeTarget(const Node& n, const Shape& in) {
 
 void defineReshape(OpRegistry& r) {
   OpDef d = newDef(OpKind::Reshape);
+  d.stridedView = true;
+  d.keepsElementOrder = true;
   d.minInputs = 1, d.maxInputs = 2;
   d.attrs = {ops::optionalAttr("shape", AttrKind::Ints), ops::attrInt("allowzero", 0)};
   d.staticInputs = {{1, "shape", AttrKind::Ints}};
@@ -208,6 +210,7 @@ Expected<std::vector<int64_t>> transposePerm(const Node& n, int rank) {
 
 void defineTranspose(OpRegistry& r) {
   OpDef d = newDef(OpKind::Transpose);
+  d.stridedView = true;
   d.attrs = {ops::optionalAttr("perm", AttrKind::Ints)};
   d.infer = [](InferContext& ctx) -> Status {
     Expected<std::vector<int64_t>> perm = transposePerm(ctx.node(), ctx.inRank(0));
@@ -361,6 +364,7 @@ Expected<SlicePlan> planSlice(const Node& n, const Shape& in) {
 
 void defineSlice(OpRegistry& r) {
   OpDef d = newDef(OpKind::Slice);
+  d.stridedView = true;
   d.minInputs = 1, d.maxInputs = 5;
   d.attrs = {ops::optionalAttr("starts", AttrKind::Ints), ops::optionalAttr("ends", AttrKind::Ints),
              ops::optionalAttr("axes", AttrKind::Ints), ops::optionalAttr("steps", AttrKind::Ints)};

@@ -119,14 +119,14 @@ std::vector<AnchorOutput> lowerMatMul(LowerContext& ctx) {
 // MatMul as one batched GEMM call: f32 or f64, and each operand's batch dims either all 1 (the same
 // matrix for every batch, stride 0) or equal to the output's (contiguous matrices). A batch that only
 // partly broadcasts ([2, 1] against [1, 3]) has no single stride: the MatMul stays a kernel.
-std::optional<rt::GemmParams> matmulAsGemm(const Node& node) {
+std::optional<GemmShape> matmulAsGemm(const Node& node) {
   const DType t = node.output(0)->dtype();
   if (t != DType::F32 && t != DType::F64) return std::nullopt;
   MatMulDims d;
   if (!matmulDims(node.input(0)->shape(), node.input(1)->shape(), &d).isOk()) return std::nullopt;
   if (d.m < 1 || d.n < 1 || d.k < 1 || d.batch.numel() < 1) return std::nullopt;
-  rt::GemmParams p;
-  p.dtype = dtypeToOnnx(t);
+  GemmShape p;
+  p.dtype = t;
   p.batch = d.batch.numel();
   p.m = d.m;
   p.n = d.n;
@@ -419,6 +419,7 @@ OpDef im2colDef() {
   OpDef d;
   d.kind = OpKind::Im2Col;
   d.internal = true;
+  d.keepsPadInput = true;
   std::vector<AttrSpec> attrs = windowAttrs();
   attrs.push_back(ops::requiredAttr("kernel_shape", AttrKind::Ints));
   d.attrs = std::move(attrs);
@@ -964,7 +965,7 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerGlobalPool(PoolKind
 }
 
 // ================================================================================================
-// TopK (opaque: runs runtime/builtin_topk.cpp).
+// TopK (opaque: runs builtins/builtin_topk.cpp).
 
 Status inferTopK(InferContext& ctx) {
   const DType t = ctx.inType(0);
@@ -1025,39 +1026,47 @@ OpDef anchor(OpKind kind, int minIn, int maxIn, std::vector<AttrSpec> attrs, std
   return d;
 }
 
+OpDef rereading(OpDef d) {
+  d.rereadsInputs = true;
+  return d;
+}
+
 }  // namespace
 
 Status ops::resolveConvTranspose(const Node& node, ConvTransposeGeometry* g) { return convTransposeGeometry(node, g); }
 
 void defineNnOps(OpRegistry& r) {
-  OpDef matmul = anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul);
+  OpDef matmul = rereading(anchor(OpKind::MatMul, 2, 2, {}, inferMatMul, lowerMatMul));
   matmul.asGemm = matmulAsGemm;
   r.define(matmul);
-  r.define(anchor(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)}, inferEinsum, lowerEinsum));
+  r.define(rereading(
+      anchor(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)}, inferEinsum, lowerEinsum)));
 
   std::vector<AttrSpec> convAttrs = windowAttrs();
   convAttrs.push_back(ops::attrInt("group", 1));
   convAttrs.push_back(ops::optionalAttr("kernel_shape", AttrKind::Ints));
-  r.define(anchor(OpKind::Conv, 2, 3, convAttrs, inferConv, lowerConv));
+  OpDef conv = rereading(anchor(OpKind::Conv, 2, 3, convAttrs, inferConv, lowerConv));
+  conv.keepsPadInput = true;
+  r.define(conv);
   r.define(im2colDef());
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
-  r.define(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose));
-  r.define(col2ImDef());
-  r.define(anchor(OpKind::DeformConv, 3, 5,
-                  {ops::optionalAttr("dilations", AttrKind::Ints), ops::attrInt("group", 1),
-                   ops::optionalAttr("kernel_shape", AttrKind::Ints), ops::attrInt("offset_group", 1),
-                   ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)},
-                  inferDeformConv, lowerDeformConv));
+  r.define(rereading(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose)));
+  r.define(col2ImDef());  // each column element feeds one output: no re-reading
+  r.define(rereading(anchor(OpKind::DeformConv, 3, 5,
+                            {ops::optionalAttr("dilations", AttrKind::Ints), ops::attrInt("group", 1),
+                             ops::optionalAttr("kernel_shape", AttrKind::Ints), ops::attrInt("offset_group", 1),
+                             ops::optionalAttr("pads", AttrKind::Ints), ops::optionalAttr("strides", AttrKind::Ints)},
+                            inferDeformConv, lowerDeformConv)));
 
-  OpDef maxPool = anchor(OpKind::MaxPool, 1, 1, poolAttrs({ops::attrInt("storage_order", 0)}), inferPool(PoolKind::Max),
-                         lowerPool(PoolKind::Max));
+  OpDef maxPool = rereading(anchor(OpKind::MaxPool, 1, 1, poolAttrs({ops::attrInt("storage_order", 0)}),
+                                   inferPool(PoolKind::Max), lowerPool(PoolKind::Max)));
   maxPool.maxOutputs = 2;
   r.define(maxPool);
-  r.define(anchor(OpKind::AveragePool, 1, 1, poolAttrs({ops::attrInt("count_include_pad", 0)}),
-                  inferPool(PoolKind::Average), lowerPool(PoolKind::Average)));
-  r.define(anchor(OpKind::LpPool, 1, 1, poolAttrs({ops::attrInt("p", 2)}), inferPool(PoolKind::Lp),
-                  lowerPool(PoolKind::Lp)));
+  r.define(rereading(anchor(OpKind::AveragePool, 1, 1, poolAttrs({ops::attrInt("count_include_pad", 0)}),
+                            inferPool(PoolKind::Average), lowerPool(PoolKind::Average))));
+  r.define(rereading(anchor(OpKind::LpPool, 1, 1, poolAttrs({ops::attrInt("p", 2)}), inferPool(PoolKind::Lp),
+                            lowerPool(PoolKind::Lp))));
   r.define(anchor(OpKind::GlobalMaxPool, 1, 1, {}, inferGlobalPool(), lowerGlobalPool(PoolKind::Max)));
   r.define(anchor(OpKind::GlobalAveragePool, 1, 1, {}, inferGlobalPool(), lowerGlobalPool(PoolKind::Average)));
   r.define(

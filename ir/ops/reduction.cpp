@@ -545,6 +545,7 @@ void defineMeanVarianceNormalization(OpRegistry& r) {
 void defineLRN(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::LRN;
+  d.rereadsInputs = true;
   d.attrs = {ops::attrFloat("alpha", 1e-4), ops::attrFloat("beta", 0.75), ops::attrFloat("bias", 1.0),
              ops::requiredAttr("size", AttrKind::Int)};
   d.infer = [](InferContext& ctx) -> Status {
@@ -608,6 +609,7 @@ Expected<int64_t> cumSumAxis(const Node& node) {
 void defineCumSum(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::CumSum;
+  d.rereadsInputs = true;
   d.minInputs = 1;
   d.maxInputs = 2;
   d.attrs = {ops::optionalAttr("axis", AttrKind::Int), ops::attrInt("exclusive", 0), ops::attrInt("reverse", 0)};
@@ -722,6 +724,7 @@ ExprId combineScatter(KernelBuilder& kb, ScatterReduction red, DType t, ExprId d
 void defineScatterElements(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::ScatterElements;
+  d.rereadsInputs = true;
   d.minInputs = d.maxInputs = 3;
   d.attrs = {ops::attrInt("axis", 0), ops::attrString("reduction", "none")};
   d.infer = [](InferContext& ctx) -> Status {
@@ -785,6 +788,7 @@ void defineScatterElements(OpRegistry& r) {
 void defineScatterND(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::ScatterND;
+  d.rereadsInputs = true;
   d.minInputs = d.maxInputs = 3;
   d.attrs = {ops::attrString("reduction", "none")};
   d.infer = [](InferContext& ctx) -> Status {

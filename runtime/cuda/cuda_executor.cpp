@@ -10,7 +10,7 @@
 #include <new>
 #include <vector>
 
-#include "runtime/builtins.h"
+#include "builtins/builtins.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/launch_dims.h"

@@ -9,6 +9,7 @@
 
 #include "driver/compiler.h"
 #include "driver/plan_builder.h"
+#include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "kir/kernel_ir.h"
 
@@ -47,9 +48,8 @@ inline Expected<std::vector<kir::Kernel>> lowerModelKernels(const fs::path& case
   compile.optLevel = 2;
   compile.target = "cuda";
   NNC_RETURN_IF_ERROR(runPipeline(*graph, compile));
-  LoweringOptions lowering;
-  lowering.libraryGemm = true;
-  NNC_ASSIGN_OR_RETURN(LoweredProgram lowered, lowerProgram(*graph, outputNames, lowering));
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, makeTarget(compile));
+  NNC_ASSIGN_OR_RETURN(LoweredProgram lowered, lowerProgram(*graph, outputNames, *target));
   return std::move(lowered.kernels);
 }
 

@@ -15,6 +15,7 @@
 
 #include "codegen/cuda/cuda_emitter.h"
 #include "driver/compiler.h"
+#include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "ir/builder.h"
 #include "runtime/cuda/cuda_executor.h"
@@ -498,22 +499,24 @@ void checkRunsAgainstCpu(const std::function<std::unique_ptr<Graph>()>& build, C
   }
 }
 
-// Without a GPU: the test graph really has kernel steps on both sides of its builtin (two
-// segments, as the executor splits them), and runs on the CPU.
+// Without a GPU: the test graph really has device steps (kernels, library GEMMs) on both sides of
+// its builtin (two segments, as the executor splits them), and runs on the CPU.
 TEST(CudaGraphs, TestGraphHasKernelsOnBothSidesOfTheBuiltin) {
   auto g = graphWithABuiltinInTheMiddle();
   std::vector<std::string> outputNames;
   for (const Value* v : g->outputs()) outputNames.push_back(v->name());
   ASSERT_TRUE(runPipeline(*g, cudaOptions()).isOk());
-  auto lowered = lowerProgram(*g, outputNames);
+  auto target = makeTarget(cudaOptions());
+  ASSERT_TRUE(target.isOk()) << target.status().message();
+  auto lowered = lowerProgram(*g, outputNames, **target);
   ASSERT_TRUE(lowered.isOk()) << lowered.status().message();
   int segments = 0, builtins = 0;
-  bool previousWasKernel = false;
+  bool previousOnDevice = false;
   for (const rt::Step& step : lowered->plan.steps) {
-    const bool kernel = step.kind == rt::StepKind::Kernel;
-    if (kernel && !previousWasKernel) ++segments;
-    builtins += !kernel;
-    previousWasKernel = kernel;
+    const bool onDevice = step.kind != rt::StepKind::Builtin;  // kernels and library GEMMs
+    if (onDevice && !previousOnDevice) ++segments;
+    builtins += !onDevice;
+    previousOnDevice = onDevice;
   }
   EXPECT_EQ(builtins, 1);
   EXPECT_EQ(segments, 2);

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/op_registry.h"
 #include "ir/parser.h"
 #include "tests/passes/fusion_graphs.h"
 
@@ -103,94 +104,47 @@ TEST(Fusion, ArithmeticIsNotInlinedIntoAConv) {
 
 TEST(Fusion, DataMovementIsInlinedIntoAMatMul) { EXPECT_EQ(partition(kTransposeIntoMatMul), "t y"); }
 
-// --- libraryGemm (the cuda target: MatMuls as cuBLASLt calls) -------------------------------------
+// --- a target's contraction hooks (driver/target.h: the cpu's packed GEMM, cuda's cuBLASLt calls;
+// tests/driver/target_test.cpp checks those) ---------------------------------------------------
 
-FusionOptions libraryGemm(std::ostream* log = nullptr) {
+// Hooks as a test target declares them: f32 MatMuls anchor library calls that take strided views
+// into their B only, and at most one epilogue node.
+FusionOptions testHooks(std::ostream* log = nullptr) {
   FusionOptions o;
-  o.libraryGemm = true;
+  o.contractions.kind = GroupKind::LibraryCall;
+  o.contractions.isAnchor = [](const Node& n) {
+    return n.op() == OpKind::MatMul && n.output(0)->dtype() == DType::F32;
+  };
+  o.contractions.foldsIntoOperand = [](const Node& p, int operand) {
+    return operand == 1 && opDef(p.op()).stridedView;
+  };
+  o.contractions.noPrologue = "test: no prologue";
+  o.contractions.acceptsEpilogue = [](const Node&, const Node&, const Value*, int joined) {
+    return joined == 0 ? FusionDecision::yes() : FusionDecision::no("test: one epilogue node");
+  };
   o.debugLog = log;
   return o;
 }
 
-TEST(Fusion, LibraryGemmTakesAnF32BiasAsItsEpilogue) {
-  EXPECT_EQ(partition(kMatMulBiasRelu, libraryGemm()), "m a | y");
-  // The bias may come first in the Add, and have leading 1s.
-  EXPECT_EQ(partition("graph(%x: f32[2x4x16], %w: f32[16x8], %b: f32[1x1x8]) -> (%y: f32[2x4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f32[2x4x8]\n"
-                      "  %y = Add(%b, %m) : f32[2x4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m y");
-  // cuBLASLt's bias epilogue is used for f32 only.
-  EXPECT_EQ(partition("graph(%x: f64[4x16], %w: f64[16x8], %b: f64[8]) -> (%y: f64[4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f64[4x8]\n"
-                      "  %y = Add(%m, %b) : f64[4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m | y");
-}
-
-TEST(Fusion, LibraryGemmLeavesTheRestOfTheEpilogueToTheNextKernel) {
+TEST(Fusion, ContractionHooksDecideTheGroupAndItsKind) {
   std::ostringstream log;
-  // MatMul + bias + Relu + Sigmoid: Relu and Sigmoid are the next kernel (cuBLASLt's Relu would turn
-  // NaN into 0).
-  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %b: f32[8]) -> (%y: f32[4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
-                      "  %a = Add(%m, %b) : f32[4x8]\n"
-                      "  %r = Relu(%a) : f32[4x8]\n"
-                      "  %y = Sigmoid(%r) : f32[4x8]\n"
-                      "}\n",
-                      libraryGemm(&log)),
-            "m a | r y");
-  EXPECT_NE(log.str().find("fusion: r: no epilogue fusion: cuBLASLt's epilogue is an f32 bias; this op runs as "
-                           "the next kernel"),
-            std::string::npos)
-      << log.str();
-  // A full-matrix Add (a residual) is not a bias; Relu before the bias cannot take it either.
-  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %z: f32[4x8]) -> (%y: f32[4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
-                      "  %y = Add(%m, %z) : f32[4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m | y");
-  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %b: f32[8]) -> (%y: f32[4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
-                      "  %r = Relu(%m) : f32[4x8]\n"
-                      "  %y = Add(%r, %b) : f32[4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m | r y");
-  // A bias over the rows ([4x1]) is not cuBLASLt's bias either.
-  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8], %b: f32[4x1]) -> (%y: f32[4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
-                      "  %y = Add(%m, %b) : f32[4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m | y");
-}
-
-TEST(Fusion, LibraryGemmTakesNoPrologue) {
-  std::ostringstream log;
-  EXPECT_EQ(partition(kTransposeIntoMatMul, libraryGemm(&log)), "t | y");
-  EXPECT_NE(log.str().find("fusion: y: not inlining t: the library GEMM reads its operands from memory"),
-            std::string::npos)
-      << log.str();
-}
-
-TEST(Fusion, MatMulsThatAreNoLibraryGemmFuseAsKernels) {
-  // Integer MatMul, and batch dims that only partly broadcast: kernels, with the usual epilogue.
-  EXPECT_EQ(partition("graph(%x: i32[4x16], %w: i32[16x8]) -> (%y: i32[4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : i32[4x8]\n"
-                      "  %y = Neg(%m) : i32[4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m y");
-  EXPECT_EQ(partition("graph(%x: f32[2x1x4x16], %w: f32[1x3x16x8]) -> (%y: f32[2x3x4x8]) {\n"
-                      "  %m = MatMul(%x, %w) : f32[2x3x4x8]\n"
-                      "  %y = Neg(%m) : f32[2x3x4x8]\n"
-                      "}\n",
-                      libraryGemm()),
-            "m y");
+  auto g = parse(kMatMulBiasRelu);
+  std::vector<KernelGroup> groups = partitionIntoKernels(*g, testHooks(&log));
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(partition(*g, testHooks()), "m a | y");
+  EXPECT_EQ(groups[0].kind, GroupKind::LibraryCall);
+  EXPECT_EQ(groups[1].kind, GroupKind::LoopKernel);
+  EXPECT_NE(log.str().find("fusion: y: no epilogue fusion: test: one epilogue node"), std::string::npos) << log.str();
+  // The transpose feeds the MatMul's A: it does not fold.
+  log.str("");
+  EXPECT_EQ(partition(kTransposeIntoMatMul, testHooks(&log)), "t | y");
+  EXPECT_NE(log.str().find("fusion: y: not inlining t: test: no prologue"), std::string::npos) << log.str();
+  // Without eager fusion the anchor is still the target's.
+  FusionOptions eager = testHooks();
+  eager.enabled = false;
+  groups = partitionIntoKernels(*g, eager);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].kind, GroupKind::LibraryCall);
 }
 
 TEST(Fusion, SoftmaxTakesAPointwisePrologue) { EXPECT_EQ(partition(kSoftmaxPrologue), "m t y"); }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 
@@ -143,6 +144,7 @@ TEST(Pipeline, TimePassesWritesOneLinePerPassRun) {
   o.timePasses = true;
   o.log = &log;
   o.disabledPasses = {"cse"};
+  o.targetPasses = {"conv-to-gemm", "explicit-padding"};  // the cpu target's
   pipelineText(kRedundant, o);
   std::vector<std::string> names;
   std::istringstream lines(log.str());
@@ -157,14 +159,30 @@ TEST(Pipeline, TimePassesWritesOneLinePerPassRun) {
                                              "materialize-outputs"}));
 }
 
+TEST(Pipeline, TargetPassesRunOnlyWhenTheTargetListsThem) {
+  for (const std::vector<std::string>& listed :
+       {std::vector<std::string>{}, {"conv-to-gemm"}, {"explicit-padding", "conv-to-gemm"}}) {
+    std::ostringstream log;
+    PipelineOptions o;
+    o.timePasses = true;
+    o.log = &log;
+    o.targetPasses = listed;
+    pipelineText(kRedundant, o);
+    for (const char* pass : {"conv-to-gemm", "explicit-padding"}) {
+      const bool ran = log.str().find(std::string("  ") + pass + " ") != std::string::npos;
+      EXPECT_EQ(ran, std::find(listed.begin(), listed.end(), pass) != listed.end()) << pass << " in\n" << log.str();
+    }
+  }
+}
+
 TEST(Pipeline, ListPassesMatchesTheTableOrder) {
   std::vector<std::string> names;
   for (const PassInfo& p : listPasses()) {
-    names.push_back(p.name + (p.target.empty() ? "" : "@" + p.target));
+    names.push_back(p.name + (p.targetPass ? "@target" : ""));
     EXPECT_FALSE(p.description.empty()) << p.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"conv-to-gemm", "explicit-padding@cpu", "simplify", "fold-constants",
-                                             "cse", "dce", "materialize-outputs"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv-to-gemm@target", "explicit-padding@target", "simplify",
+                                             "fold-constants", "cse", "dce", "materialize-outputs"}));
 }
 
 TEST(Pipeline, VerifierCatchesAnInvalidInputGraph) {

@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "builtins/builtins.h"
 #include "nnc/model.h"
-#include "runtime/builtins.h"
 #include "runtime/model_handle.h"
 #include "test_plans.h"
 

@@ -1,12 +1,16 @@
 // nnc: the command line. `nnc model.onnx -o model.so` compiles like a C compiler; the subcommands
 // run, test and bench a model.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "driver/target.h"
 #include "passes/pipeline.h"
 #include "tools/nnc/cli.h"
 
@@ -39,9 +43,19 @@ int runNnc(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     if (argc >= 2) {
       std::puts("passes (in pipeline order):");
-      for (const nnc::passes::PassInfo& p : nnc::passes::listPasses())
-        std::printf("  %-20s %s%s\n", p.name.c_str(), p.target.empty() ? "" : ("(" + p.target + " only) ").c_str(),
-                    p.description.c_str());
+      const std::vector<std::unique_ptr<nnc::Target>> targets = nnc::allTargets();
+      for (const nnc::passes::PassInfo& p : nnc::passes::listPasses()) {
+        // A target pass not every target runs: "(cpu only) ".
+        std::string runBy;
+        size_t count = 0;
+        for (const std::unique_ptr<nnc::Target>& t : targets) {
+          const std::vector<std::string> passes = t->passes();
+          if (std::find(passes.begin(), passes.end(), p.name) == passes.end()) continue;
+          runBy += (count++ ? ", " : "") + t->name();
+        }
+        const std::string only = p.targetPass && count < targets.size() ? "(" + runBy + " only) " : "";
+        std::printf("  %-20s %s%s\n", p.name.c_str(), only.c_str(), p.description.c_str());
+      }
     }
     return argc < 2 ? 2 : 0;
   }
