@@ -105,12 +105,14 @@ class PlanBuilder {
   }
 
   void placeArena() {
+    // In buffer order, not the map's (pointer) order: the same graph gets the same arena layout
+    // whatever addresses its Values were allocated at.
     std::vector<const Value*> values;
+    for (const auto& entry : lifetimes_) values.push_back(entry.first);
+    std::sort(values.begin(), values.end(),
+              [&](const Value* a, const Value* b) { return bufferOf_.at(a) < bufferOf_.at(b); });
     std::vector<passes::BufferLifetime> lifetimes;
-    for (const auto& [v, l] : lifetimes_) {
-      values.push_back(v);
-      lifetimes.push_back(l);
-    }
+    for (const Value* v : values) lifetimes.push_back(lifetimes_.at(v));
     passes::ArenaLayout layout = passes::planArena(lifetimes, kAlignment);
     for (size_t i = 0; i < values.size(); ++i) out_.plan.buffers[bufferOf_.at(values[i])].offset = layout.offsets[i];
     out_.plan.arenaSize = layout.size;

@@ -48,6 +48,33 @@ TEST_F(CompileCommand, OverwritesAnExistingOutput) {
   EXPECT_EQ(listTree(dir.path()), (std::set<std::string>{"model.onnx", "model.so"}));
 }
 
+// The arena layout depends on the graph only, not on where its values were allocated: a chain of 25
+// same-sized -O0 results (each planned buffer a candidate for the same offsets) printed under three
+// malloc configurations is one plan. (It was ordered by Value* address and differed.)
+TEST_F(CompileCommand, ThePlanDoesNotDependOnHeapAddresses) {
+  OnnxModel m;
+  m.input("x", {4, 8});
+  std::string prev = "x";
+  for (int i = 0; i < 24; ++i) {
+    const std::string next = "t" + std::to_string(i);
+    m.node(i % 2 ? "Neg" : "Relu", {prev}, {next}, "n" + std::to_string(i));
+    prev = next;
+  }
+  m.node("Add", {prev, "x"}, {"y"}, "add");
+  m.output("y");
+  writeFile(dir / "chain.onnx", m.bytes());
+  const std::vector<std::string> args = {"chain.onnx", "-O0", "--emit=plan"};
+  RunResult plain = runNnc(args, dir.path());
+  ASSERT_EQ(plain.exitCode, 0) << plain;
+  RunResult padded =
+      runNnc(args, dir.path(), {{"GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=4096:glibc.malloc.top_pad=1048576"}});
+  RunResult oneArena =
+      runNnc(args, dir.path(),
+             {{"GLIBC_TUNABLES", "glibc.malloc.arena_max=1:glibc.malloc.tcache_count=0"}, {"MALLOC_PERTURB_", "7"}});
+  EXPECT_EQ(padded.out, plain.out);
+  EXPECT_EQ(oneArena.out, plain.out);
+}
+
 TEST_F(CompileCommand, EmitIrPrintsTheImportedGraph) {
   RunResult r = nnc({"model.onnx", "--emit=ir"});
   ASSERT_EQ(r.exitCode, 0) << r;
