@@ -127,29 +127,26 @@ class KernelLowering {
     b_.SetInsertPoint(exit);
   }
 
-  // Loop metadata: do not vectorise (a loop of scalar moves the vectoriser would turn into scatters).
-  llvm::MDNode* noVectorLoop() {
+  // Self-referencing loop metadata (LLVM's !llvm.loop) holding the given key/value hints.
+  llvm::MDNode* loopHints(std::initializer_list<std::pair<const char*, llvm::Constant*>> hints) {
     llvm::LLVMContext& c = m_.getContext();
-    llvm::MDNode* hint = llvm::MDNode::get(
-        c, {llvm::MDString::get(c, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b_.getFalse())});
-    llvm::MDNode* id = llvm::MDNode::getDistinct(c, {nullptr, hint});
+    std::vector<llvm::Metadata*> ops = {nullptr};
+    for (const auto& [key, v] : hints)
+      ops.push_back(llvm::MDNode::get(c, {llvm::MDString::get(c, key), llvm::ConstantAsMetadata::get(v)}));
+    llvm::MDNode* id = llvm::MDNode::getDistinct(c, ops);
     id->replaceOperandWith(0, id);
     return id;
   }
 
-  // Loop metadata: vectorise `width` wide with the remainder as one masked iteration (a short loop of
-  // unit-stride accesses and unknown trip count: a transposed tile's column of rows <= lanes).
+  // Do not vectorise (a loop of scalar moves the vectoriser would turn into scatters).
+  llvm::MDNode* noVectorLoop() { return loopHints({{"llvm.loop.vectorize.enable", b_.getFalse()}}); }
+
+  // Vectorise `width` wide with the remainder as one masked iteration (a short loop of unit-stride
+  // accesses and unknown trip count: a transposed tile's column of rows <= lanes).
   llvm::MDNode* maskedVectorLoop(int width) {
-    llvm::LLVMContext& c = m_.getContext();
-    auto hint = [&](const char* key, llvm::Constant* v) {
-      return llvm::MDNode::get(c, {llvm::MDString::get(c, key), llvm::ConstantAsMetadata::get(v)});
-    };
-    llvm::MDNode* id =
-        llvm::MDNode::getDistinct(c, {nullptr, hint("llvm.loop.vectorize.enable", b_.getTrue()),
-                                      hint("llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(width))),
-                                      hint("llvm.loop.vectorize.predicate.enable", b_.getTrue())});
-    id->replaceOperandWith(0, id);
-    return id;
+    return loopHints({{"llvm.loop.vectorize.enable", b_.getTrue()},
+                      {"llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(width))},
+                      {"llvm.loop.vectorize.predicate.enable", b_.getTrue()}});
   }
 
   // A loop nest over `loop` (innermost fastest); extent-1 dims bind their var to 0 without a loop.
@@ -235,13 +232,7 @@ class KernelLowering {
 
   // The step of an i64 index per innermost point (nullopt: not affine in it alone).
   std::optional<int64_t> innerStride(ExprId index) {
-    std::map<ExprId, ExprId> substitute;
-    if (facts_)
-      for (const auto& [id, fact] : *facts_) {
-        const kir::ExprNode& n = k_.expr(id);
-        if (n.op == ExprOp::Min || n.op == ExprOp::Max) substitute[id] = fact ? n.a : n.b;
-      }
-    std::optional<kir::AffineForm> form = kir::affineForm(k_.exprs, index, &substitute);
+    std::optional<kir::AffineForm> form = kir::affineForm(k_.exprs, index, &vectorMemo_.foldedClamps);
     if (!form) return std::nullopt;
     const ExprId inner = k_.outer.vars.back();
     for (const auto& [term, coefficient] : form->terms)
@@ -304,6 +295,11 @@ class KernelLowering {
   // depthwise conv's 8-point rows), down to 4 lanes.
   bool stridedWindows(int64_t length) {
     vectorMemo_ = VectorMemo();
+    if (facts_)
+      for (const auto& [id, fact] : *facts_) {
+        const kir::ExprNode& n = k_.expr(id);
+        if (n.op == ExprOp::Min || n.op == ExprOp::Max) vectorMemo_.foldedClamps[id] = fact ? n.a : n.b;
+      }
     windowLanes_ = opts_.vectorLanes;
     while (windowLanes_ > 4 && windowLanes_ > length) windowLanes_ /= 2;
     if (windowLanes_ < 4 || windowLanes_ > length || k_.outer.extents.empty()) return false;
@@ -318,10 +314,10 @@ class KernelLowering {
   // [lo, hi): vectors of `lanes` points, then the scalar loop for the rest.
   void emitStridedWindows(Value* lo, Value* hi, const std::string& name) {
     const int64_t lanes = windowLanes_;
-    Value* count = smax(b_.CreateSub(hi, lo), i64(0));
-    Value* vectorEnd = b_.CreateAdd(lo, b_.CreateMul(b_.CreateUDiv(count, i64(lanes)), i64(lanes)));
+    Value* vectors = b_.CreateUDiv(smax(b_.CreateSub(hi, lo), i64(0)), i64(lanes));
+    Value* vectorEnd = b_.CreateAdd(lo, b_.CreateMul(vectors, i64(lanes)));
     emitLoop(
-        i64(0), b_.CreateUDiv(count, i64(lanes)),
+        i64(0), vectors,
         [&](Value* q) {
           bind(k_.outer.vars.back(), b_.CreateAdd(lo, b_.CreateMul(q, i64(lanes))));
           vectorReduced_.assign(k_.reductions.size(), nullptr);
@@ -353,14 +349,7 @@ class KernelLowering {
   ExprId vectorKey(ExprId e) const { return static_cast<ExprId>(e + static_cast<ExprId>(k_.exprs.size())); }
 
   Value* vectorValue(ExprId e) {
-    const ExprId key = vectorKey(e);
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto found = it->find(key);
-      if (found != it->end()) return found->second;
-    }
-    Value* v = computeVector(e);
-    if (v) scopes_.back()[key] = v;
-    return v;
+    return memoized(vectorKey(e), [&] { return computeVector(e); });
   }
 
   Value* computeVector(ExprId e) {
@@ -1232,12 +1221,19 @@ class KernelLowering {
 
   // The value of expression `e` at the insertion point; nullptr after an error.
   Value* value(ExprId e) {
+    return memoized(e, [&] { return compute(e); });
+  }
+
+  // The value memoised under `key` in the innermost scope that has it, else make() memoised in the
+  // current scope (a loop body's values are forgotten when the loop ends).
+  template <class Make>
+  Value* memoized(ExprId key, Make make) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto found = it->find(e);
+      auto found = it->find(key);
       if (found != it->end()) return found->second;
     }
-    Value* v = compute(e);
-    if (v) scopes_.back()[e] = v;
+    Value* v = make();
+    if (v) scopes_.back()[key] = v;
     return v;
   }
 
@@ -1317,7 +1313,8 @@ class KernelLowering {
   struct VectorMemo {
     std::unordered_map<ExprId, bool> depends, ok;
     std::unordered_map<ExprId, int64_t> loadStride;
-    bool strided = false;  // some load steps by 2 or more
+    std::map<ExprId, ExprId> foldedClamps;  // the piece's min/max facts, as affineForm substitutions
+    bool strided = false;                   // some load steps by 2 or more
   } vectorMemo_;
   std::vector<Value*> vectorReduced_;
   int windowLanes_ = 0;                            // the vector width of the strided window being emitted
