@@ -47,6 +47,25 @@ Expected<Value*> reshape(Graph& graph, Node* before, Value* v, std::vector<int64
   return n->output(0);
 }
 
+// Replaces the (de)convolution `conv` by `result` plus its bias (input 2, one per output channel,
+// added as [M, 1, ...] over the spatial dims), checking that the type did not change.
+Status replaceWith(Graph& graph, Node* conv, Value* result) {
+  Value* y = conv->output(0);
+  if (Value* bias = conv->input(2)) {
+    std::vector<int64_t> column(static_cast<size_t>(y->shape().rank()) - 1, 1);
+    column[0] = y->shape()[1];
+    NNC_ASSIGN_OR_RETURN(Value * b, reshape(graph, conv, bias, column, conv->name() + "_bias"));
+    Node* add = graph.insertNodeBefore(conv, OpKind::Add, graph.uniqueName(conv->name() + "_add_bias"), {result, b}, 1);
+    NNC_RETURN_IF_ERROR(inferNode(*add));
+    result = add->output(0);
+  }
+  if (result->shape() != y->shape() || result->dtype() != y->dtype())
+    return Status::error(conv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
+  graph.replaceAllUsesWith(y, result);
+  graph.eraseNode(conv);
+  return Status::ok();
+}
+
 // Group 1, or groups of one image that are GEMMs worth the name (see the file comment).
 bool asGemms(const Node& conv) {
   const int64_t groups = conv.attrs().getInt("group");
@@ -62,7 +81,6 @@ bool asGemms(const Node& conv) {
 Status rewrite(Graph& graph, Node* conv) {
   Value* x = conv->input(0);
   Value* w = conv->input(1);
-  Value* bias = conv->input(2);
   Value* y = conv->output(0);
   const Shape& xs = x->shape();
   const Shape& ws = w->shape();
@@ -100,19 +118,7 @@ Status rewrite(Graph& graph, Node* conv) {
   Node* gemm = graph.insertNodeBefore(conv, OpKind::MatMul, graph.uniqueName(base + "_gemm"), {weights, cols}, 1);
   NNC_RETURN_IF_ERROR(inferNode(*gemm));
   NNC_ASSIGN_OR_RETURN(Value * result, reshape(graph, conv, gemm->output(0), ys.dims(), base + "_out"));
-  if (bias) {
-    std::vector<int64_t> column(static_cast<size_t>(spatialRank) + 1, 1);
-    column[0] = ws[0];
-    NNC_ASSIGN_OR_RETURN(Value * b, reshape(graph, conv, bias, column, base + "_bias"));
-    Node* add = graph.insertNodeBefore(conv, OpKind::Add, graph.uniqueName(base + "_add_bias"), {result, b}, 1);
-    NNC_RETURN_IF_ERROR(inferNode(*add));
-    result = add->output(0);
-  }
-  if (result->shape() != ys || result->dtype() != y->dtype())
-    return Status::error(conv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
-  graph.replaceAllUsesWith(y, result);
-  graph.eraseNode(conv);
-  return Status::ok();
+  return replaceWith(graph, conv, result);
 }
 
 // ConvTranspose(X, W) with group 1 as a GEMM and a sum of overlapping columns:
@@ -130,8 +136,6 @@ bool convTransposeAsGemm(const Node& n) {
 Status rewriteConvTranspose(Graph& graph, Node* deconv) {
   Value* x = deconv->input(0);
   Value* w = deconv->input(1);
-  Value* bias = deconv->input(2);
-  Value* y = deconv->output(0);
   ops::ConvTransposeGeometry geo;
   NNC_RETURN_IF_ERROR(ops::resolveConvTranspose(*deconv, &geo));
   const Shape& xs = x->shape();
@@ -159,20 +163,7 @@ Status rewriteConvTranspose(Graph& graph, Node* deconv) {
   Node* col2im = graph.insertNodeBefore(deconv, OpKind::Col2Im, graph.uniqueName(base + "_col2im"), {gemm->output(0)},
                                         1, std::move(attrs));
   NNC_RETURN_IF_ERROR(inferNode(*col2im));
-  Value* result = col2im->output(0);
-  if (bias) {
-    std::vector<int64_t> column(geo.out.size() + 1, 1);
-    column[0] = outChannels;
-    NNC_ASSIGN_OR_RETURN(Value * b, reshape(graph, deconv, bias, column, base + "_bias"));
-    Node* add = graph.insertNodeBefore(deconv, OpKind::Add, graph.uniqueName(base + "_add_bias"), {result, b}, 1);
-    NNC_RETURN_IF_ERROR(inferNode(*add));
-    result = add->output(0);
-  }
-  if (result->shape() != y->shape() || result->dtype() != y->dtype())
-    return Status::error(deconv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
-  graph.replaceAllUsesWith(y, result);
-  graph.eraseNode(deconv);
-  return Status::ok();
+  return replaceWith(graph, deconv, col2im->output(0));
 }
 
 }  // namespace

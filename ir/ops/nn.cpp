@@ -466,6 +466,29 @@ OpDef im2colDef() {
 
 using ops::ConvTransposeGeometry;
 
+// A transposed window (ConvTranspose, Col2ImSum): tap k of output o reads input position i where
+// o + pb - k*d = i*s, valid when that is a multiple of the stride and 0 <= i < in; `index` is i
+// clamped into the input, one per spatial axis.
+struct TransposedTaps {
+  ExprId valid;
+  std::vector<ExprId> index;
+};
+
+TransposedTaps transposedTaps(KernelBuilder& kb, const std::vector<ExprId>& o, const std::vector<ExprId>& k,
+                              const std::vector<int64_t>& in, const std::vector<int64_t>& strides,
+                              const std::vector<int64_t>& dilations, const std::vector<int64_t>& padBegin) {
+  TransposedTaps taps{kb.boolean(true), {}};
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t s = strides[i];
+    const ExprId t = kb.sub(kb.add(o[i], kb.i64(padBegin[i])), kb.mul(k[i], kb.i64(dilations[i])));
+    taps.valid = kb.logicalAnd(taps.valid, kb.le(kb.i64(0), t));
+    taps.valid = kb.logicalAnd(taps.valid, kb.lt(t, kb.i64(in[i] * s)));
+    if (s != 1) taps.valid = kb.logicalAnd(taps.valid, kb.eq(kb.binary(ExprOp::FloorMod, t, kb.i64(s)), kb.i64(0)));
+    taps.index.push_back(kb.clamp(kb.binary(ExprOp::FloorDiv, t, kb.i64(s)), 0, in[i] - 1));
+  }
+  return taps;
+}
+
 Status convTransposeGeometry(const Node& node, ConvTransposeGeometry* g) {
   const Shape& x = node.input(0)->shape();
   const Shape& w = node.input(1)->shape();
@@ -574,21 +597,14 @@ std::vector<AnchorOutput> lowerConvTranspose(LowerContext& ctx) {
   const ExprId c = kb.add(kb.mul(groupIndex, kb.i64(g.inPerGroup)), rv[0]);
   std::vector<ExprId> xi = {n, c};
   std::vector<ExprId> wi = {c, kb.binary(ExprOp::FloorMod, m, kb.i64(g.outPerGroup))};
-  ExprId valid = kb.boolean(true);
-  for (size_t i = 0; i < g.in.size(); ++i) {
-    const ExprId k = rv[i + 1];
-    const int64_t s = g.strides[i];
-    // t = o + pb - k*d must be a multiple of the stride, and t/s inside the input.
-    ExprId t = kb.sub(kb.add(out[i + 2], kb.i64(g.padBegin[i])), kb.mul(k, kb.i64(g.dilations[i])));
-    valid = kb.logicalAnd(valid, kb.le(kb.i64(0), t));
-    valid = kb.logicalAnd(valid, kb.lt(t, kb.i64(g.in[i] * s)));
-    if (s != 1) valid = kb.logicalAnd(valid, kb.eq(kb.binary(ExprOp::FloorMod, t, kb.i64(s)), kb.i64(0)));
-    xi.push_back(kb.clamp(kb.binary(ExprOp::FloorDiv, t, kb.i64(s)), 0, g.in[i] - 1));
-    wi.push_back(k);
-  }
+  const TransposedTaps taps =
+      transposedTaps(kb, std::vector<ExprId>(out.begin() + 2, out.end()), std::vector<ExprId>(rv.begin() + 1, rv.end()),
+                     g.in, g.strides, g.dilations, g.padBegin);
+  xi.insert(xi.end(), taps.index.begin(), taps.index.end());
+  wi.insert(wi.end(), rv.begin() + 1, rv.end());
   ExprId x = ctx.inputs[0](xi);
   const ExprId zero = kb.constant(kb.dtypeOf(x), 0);
-  ExprId body = kb.mul(kb.select(valid, x, zero), ctx.inputs[1](wi));
+  ExprId body = kb.mul(kb.select(taps.valid, x, zero), ctx.inputs[1](wi));
   ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
   if (ctx.hasInput(2)) value = kb.add(value, ctx.inputs[2]({m}));
   return single(out, value);
@@ -655,20 +671,11 @@ OpDef col2ImDef() {
     NNC_CHECK(col2ImGeometry(ctx.node, &g).isOk(), "Col2ImSum lowered without inference");
     std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
     std::vector<ExprId> rv = kb.reductionVars(g.kernel);
-    ExprId valid = kb.boolean(true);
-    std::vector<ExprId> in;
-    for (size_t i = 0; i < g.image.size(); ++i) {
-      const int64_t s = g.strides[i];
-      // t = o + pb - k*d must be a multiple of the stride, and t/s inside the blocks.
-      ExprId t = kb.sub(kb.add(out[i + 2], kb.i64(g.padBegin[i])), kb.mul(rv[i], kb.i64(g.dilations[i])));
-      valid = kb.logicalAnd(valid, kb.le(kb.i64(0), t));
-      valid = kb.logicalAnd(valid, kb.lt(t, kb.i64(g.blocks[i] * s)));
-      if (s != 1) valid = kb.logicalAnd(valid, kb.eq(kb.binary(ExprOp::FloorMod, t, kb.i64(s)), kb.i64(0)));
-      in.push_back(kb.clamp(kb.binary(ExprOp::FloorDiv, t, kb.i64(s)), 0, g.blocks[i] - 1));
-    }
+    const TransposedTaps taps = transposedTaps(kb, std::vector<ExprId>(out.begin() + 2, out.end()), rv, g.blocks,
+                                               g.strides, g.dilations, g.padBegin);
     const ExprId row = kb.add(kb.mul(out[1], kb.i64(saturatingProduct(g.kernel))), kb.flatIndex(rv, Shape(g.kernel)));
-    const ExprId x = ctx.inputs[0]({out[0], row, kb.flatIndex(in, Shape(g.blocks))});
-    const ExprId value = kb.reduce(ReduceOp::Sum, rv, kb.select(valid, x, kb.constant(kb.dtypeOf(x), 0)));
+    const ExprId x = ctx.inputs[0]({out[0], row, kb.flatIndex(taps.index, Shape(g.blocks))});
+    const ExprId value = kb.reduce(ReduceOp::Sum, rv, kb.select(taps.valid, x, kb.constant(kb.dtypeOf(x), 0)));
     return single(out, value);
   };
   return d;
