@@ -24,7 +24,9 @@ bool isPackedContraction(const Node& n) {
 // f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size within
 // kMaxInPlacePatchesK (the transposed GEMM's single K block).
 bool isInPlacePatches(const Node& n) {
-  if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 2) return false;
+  if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 2 ||
+      n.attrs().getInt("patch_rows") != 0)
+    return false;
   ops::Window w;
   if (!ops::kernelShapeWindow(n, &w).isOk()) return false;
   for (int i = 0; i < w.rank(); ++i)
@@ -50,7 +52,7 @@ class CpuTarget final : public Target {
 
   std::string name() const override { return "cpu"; }
 
-  std::vector<std::string> passes() const override { return {"conv-to-gemm", "explicit-padding"}; }
+  std::vector<std::string> passes() const override { return {"channels-last", "conv-to-gemm", "explicit-padding"}; }
 
   passes::ContractionHooks contractionHooks() const override {
     passes::ContractionHooks hooks;

@@ -22,21 +22,6 @@ namespace nnc::passes {
 
 namespace {
 
-bool isPointwiseConv(const Node& conv, int spatialRank) {
-  const Attributes& a = conv.attrs();
-  const Shape& w = conv.input(1)->shape();
-  for (int i = 0; i < spatialRank; ++i)
-    if (w[2 + i] != 1) return false;
-  auto allEqual = [&](const char* name, int64_t value) {
-    for (int64_t v : a.getInts(name, {})) {
-      if (v != value) return false;
-    }
-    return true;
-  };
-  const std::string autoPad = a.has("auto_pad") ? a.getString("auto_pad") : "NOTSET";
-  return allEqual("strides", 1) && allEqual("pads", 0) && (autoPad == "NOTSET" || autoPad == "VALID");
-}
-
 // `v` with shape `dims`: a reshaped constant, or a Reshape node inserted before `before`.
 Expected<Value*> reshape(Graph& graph, Node* before, Value* v, std::vector<int64_t> dims, const std::string& name) {
   if (v->isConstant()) return graph.addConstant(graph.uniqueName(name), v->constant().reshaped(Shape(dims)));
@@ -94,7 +79,7 @@ Status rewrite(Graph& graph, Node* conv) {
   const std::string base = conv->name();
 
   Value* cols = nullptr;
-  if (isPointwiseConv(*conv, spatialRank)) {
+  if (ops::isPointwiseConv(*conv)) {
     NNC_ASSIGN_OR_RETURN(cols, reshape(graph, conv, x, {xs[0], xs[1], positions}, base + "_cols"));
   } else {
     // The Conv's own window attributes (strides, pads, dilations, auto_pad) and its kernel shape.

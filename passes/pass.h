@@ -20,6 +20,9 @@ Expected<bool> simplify(Graph& graph);
 // Group-1 Conv as Im2Col + MatMul (cuda: a cuBLASLt GEMM; cpu: a packed contraction) + Reshape
 // (+ bias Add).
 Expected<bool> convToGemm(Graph& graph);
+// cpu: chains of depthwise and pointwise Convs on channels-last data (DepthwiseConvNhwc, MatMul), with
+// transposes only at the chains' edges.
+Expected<bool> channelsLast(Graph& graph);
 // cpu: a padded Conv or Im2Col reads a zero Pad of its input, so its taps are affine loads.
 Expected<bool> explicitPadding(Graph& graph);
 // Gives every graph output its own computed value (an Identity copy for outputs that are graph

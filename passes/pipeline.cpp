@@ -25,7 +25,9 @@ struct PipelineEntry {
 // clang-format off
 constexpr PipelineEntry kPipeline[] = {
   // Target lowering first (at every level: -O0's eager runs use the same library calls), each for
-  // the targets that list it (Target::passes()).
+  // the targets that list it (Target::passes()); the layout change only from -O1 (-O0 has no simplify
+  // to cancel its transposes).
+  {"channels-last",      channelsLast,                  1, false, true,  "depthwise-separable Conv chains on NHWC data: DepthwiseConvNhwc, 1x1 as MatMul"},
   {"conv-to-gemm",       convToGemm,                    0, false, true,  "group-1 Conv as Im2Col + MatMul (cuBLASLt; the cpu's packed GEMM) + bias Add"},
   {"explicit-padding",   explicitPadding,               0, false, true,  "a padded Conv/Im2Col reads a zero Pad of its input (affine taps)"},
   // Clean-ups first, so folding and CSE see canonical forms.

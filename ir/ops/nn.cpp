@@ -415,6 +415,11 @@ std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
 // with K = prod(kernel_shape), kk the row-major flat index of the tap k, p that of the output position
 // o. So Conv(X, W) = Reshape(MatMul(Reshape(W, [M, C*K]), Im2Col(X)), [N, M, out...]) for group 1.
 
+// With patch_rows = 1 the same patches are rows, one per output position: Y[n, p, c*K + kk] (the
+// channels-last head of passes/channels_last.cpp multiplies them by W as [C*K, M]).
+
+bool patchRows(const Node& node) { return node.attrs().getInt("patch_rows") != 0; }
+
 OpDef im2colDef() {
   OpDef d;
   d.kind = OpKind::Im2Col;
@@ -422,22 +427,34 @@ OpDef im2colDef() {
   d.keepsPadInput = true;
   std::vector<AttrSpec> attrs = windowAttrs();
   attrs.push_back(ops::requiredAttr("kernel_shape", AttrKind::Ints));
+  attrs.push_back(ops::attrInt("patch_rows", 0));
   d.attrs = std::move(attrs);
   d.infer = [](InferContext& ctx) -> Status {
     Window w;
     if (Status s = ops::kernelShapeWindow(ctx.node(), &w); !s) return ctx.error(s.message());
     const Shape& x = ctx.inShape(0);
-    const Shape out({x[0], saturatingProduct({x[1], saturatingProduct(w.kernel)}), saturatingProduct(w.out)});
-    if (!out.checkedNumel()) return ctx.error("the columns " + out.str() + " would be too large");
+    const int64_t products = saturatingProduct({x[1], saturatingProduct(w.kernel)}),
+                  positions = saturatingProduct(w.out);
+    const Shape out = patchRows(ctx.node()) ? Shape({x[0], positions, products}) : Shape({x[0], products, positions});
+    if (!out.checkedNumel()) return ctx.error("the patches " + out.str() + " would be too large");
     ctx.setOutput(0, ctx.inType(0), out);
     return Status::ok();
   };
+  // Walked as [N, C*K, out...] (columns) or [N, out..., C, kernel...] (rows): the innermost loop runs
+  // along an output row or a kernel row, and the index arithmetic is affine.
   d.iterationShape = [](const Node& node) {
     Window w;
     NNC_CHECK(ops::kernelShapeWindow(node, &w).isOk(), "Im2Col lowered without inference");
     const Shape& y = node.output(0)->shape();
-    std::vector<int64_t> dims = {y[0], y[1]};
-    dims.insert(dims.end(), w.out.begin(), w.out.end());
+    std::vector<int64_t> dims = {y[0]};
+    if (patchRows(node)) {
+      dims.insert(dims.end(), w.out.begin(), w.out.end());
+      dims.push_back(node.input(0)->shape()[1]);
+      dims.insert(dims.end(), w.kernel.begin(), w.kernel.end());
+    } else {
+      dims.push_back(y[1]);
+      dims.insert(dims.end(), w.out.begin(), w.out.end());
+    }
     return Shape(dims);
   };
   d.lowerElement = [](LowerContext& ctx) -> std::vector<ElementGen> {
@@ -445,11 +462,14 @@ OpDef im2colDef() {
     Window w;
     NNC_CHECK(ops::kernelShapeWindow(ctx.node, &w).isOk(), "Im2Col lowered without inference");
     const int64_t taps = saturatingProduct(w.kernel);
+    const bool rows = patchRows(ctx.node);
     ElementGen x = ctx.inputs[0];
     return {[=](const std::vector<ExprId>& idx) {
-      const ExprId c = kb->binary(ExprOp::FloorDiv, idx[1], kb->i64(taps));
-      const std::vector<ExprId> k = kb->unflatten(kb->binary(ExprOp::FloorMod, idx[1], kb->i64(taps)), Shape(w.kernel));
-      const std::vector<ExprId> o = kb->unflatten(idx[2], Shape(w.out));
+      const ExprId product = rows ? idx[2] : idx[1], position = rows ? idx[1] : idx[2];
+      const ExprId c = kb->binary(ExprOp::FloorDiv, product, kb->i64(taps));
+      const std::vector<ExprId> k =
+          kb->unflatten(kb->binary(ExprOp::FloorMod, product, kb->i64(taps)), Shape(w.kernel));
+      const std::vector<ExprId> o = kb->unflatten(position, Shape(w.out));
       const Taps t = windowTaps(*kb, w, o, k);
       std::vector<ExprId> xi = {idx[0], c};
       xi.insert(xi.end(), t.clamped.begin(), t.clamped.end());
@@ -458,6 +478,77 @@ OpDef im2colDef() {
     }};
   };
   return d;
+}
+
+// ================================================================================================
+// DepthwiseConvNhwc (nnc-internal, from passes/channels_last.cpp): a depthwise Conv (one input channel
+// per group, one output channel per input channel) on channels-last data:
+//   Y[n, o..., c] = B[c] + sum over taps k of X[n, o*s - pb + k*d, c] * W[k..., c]
+// with X [N, spatial..., C], W [kernel..., C] and B [C]; strides, pads and dilations as Conv's (pads
+// explicit: the pass resolves auto_pad). The taps are unrolled into one sum per output element, so the
+// kernel is a single loop nest whose innermost loop runs along the contiguous channels: every load of
+// X and W is a vector load, whatever the image size (the channel-first Conv vectorises along an output
+// row, which is 4 or 8 points deep in a MobileNet). Tap sums are limited to ops::kMaxDepthwiseNhwcTaps
+// terms.
+
+Status depthwiseNhwcWindow(const Node& node, Window* w) {
+  const Shape& x = node.input(0)->shape();
+  const Shape& wt = node.input(1)->shape();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, spatial..., C)");
+  if (wt.rank() != x.rank() - 1 || wt[wt.rank() - 1] != x[x.rank() - 1])
+    return Status::error("weight has shape " + wt.str() + ", expected [kernel..., " + std::to_string(x[x.rank() - 1]) +
+                         "] for input " + x.str());
+  std::vector<int64_t> in(x.dims().begin() + 1, x.dims().end() - 1);
+  std::vector<int64_t> kernel(wt.dims().begin(), wt.dims().end() - 1);
+  const int64_t taps = saturatingProduct(kernel);
+  if (taps < 1 || taps > ops::kMaxDepthwiseNhwcTaps)
+    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
+                         std::to_string(ops::kMaxDepthwiseNhwcTaps));
+  return computeWindow(node.attrs(), in, kernel, w);
+}
+
+Status inferDepthwiseConvNhwc(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
+  NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+  Window w;
+  if (Status s = depthwiseNhwcWindow(ctx.node(), &w); !s) return ctx.error(s.message());
+  const Shape& x = ctx.inShape(0);
+  const int64_t channels = x[x.rank() - 1];
+  if (ctx.hasInput(2) && ctx.inShape(2) != Shape{channels})
+    return ctx.error("bias has shape " + ctx.inShape(2).str() + ", expected [" + std::to_string(channels) + "]");
+  std::vector<int64_t> out = {x[0]};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  out.push_back(channels);
+  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerDepthwiseConvNhwc(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  Window w;
+  NNC_CHECK(depthwiseNhwcWindow(ctx.node, &w).isOk(), "DepthwiseConvNhwc lowered without inference");
+  const std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+  const ExprId n = out.front(), c = out.back();
+  const std::vector<ExprId> o(out.begin() + 1, out.end() - 1);
+  std::optional<ExprId> sum;
+  std::vector<int64_t> tap(w.kernel.size(), 0);  // row-major over the kernel, last axis fastest
+  for (int64_t t = 0, taps = saturatingProduct(w.kernel); t < taps; ++t) {
+    std::vector<ExprId> k;
+    for (int64_t v : tap) k.push_back(kb.i64(v));
+    const Taps at = windowTaps(kb, w, o, k);
+    std::vector<ExprId> xi = {n};
+    xi.insert(xi.end(), at.clamped.begin(), at.clamped.end());
+    xi.push_back(c);
+    std::vector<ExprId> wi = k;
+    wi.push_back(c);
+    const ExprId x = ctx.inputs[0](xi);
+    const ExprId term = kb.mul(kb.select(at.valid, x, kb.constant(kb.dtypeOf(x), 0)), ctx.inputs[1](wi));
+    sum = sum ? kb.add(*sum, term) : term;
+    for (int i = static_cast<int>(tap.size()) - 1; i >= 0 && ++tap[i] == w.kernel[i]; --i) tap[i] = 0;
+  }
+  if (ctx.hasInput(2)) sum = kb.add(*sum, ctx.inputs[2]({c}));
+  return single(out, *sum);
 }
 
 // ================================================================================================
@@ -1056,6 +1147,10 @@ void defineNnOps(OpRegistry& r) {
   conv.keepsPadInput = true;
   r.define(conv);
   r.define(im2colDef());
+  OpDef depthwise =
+      rereading(anchor(OpKind::DepthwiseConvNhwc, 2, 3, windowAttrs(), inferDepthwiseConvNhwc, lowerDepthwiseConvNhwc));
+  depthwise.internal = true;
+  r.define(depthwise);
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
   r.define(rereading(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose)));

@@ -139,4 +139,19 @@ Status kernelShapeWindow(const Node& node, Window* w) {
   return computeWindow(node.attrs(), spatialDims(x), kernel, w);
 }
 
+bool isPointwiseConv(const Node& conv) {
+  const Attributes& a = conv.attrs();
+  const Shape& w = conv.input(1)->shape();
+  for (int i = 2; i < w.rank(); ++i)
+    if (w[i] != 1) return false;
+  auto allEqual = [&](const char* name, int64_t value) {
+    for (int64_t v : a.getInts(name, {})) {
+      if (v != value) return false;
+    }
+    return true;
+  };
+  const std::string autoPad = a.has("auto_pad") ? a.getString("auto_pad") : "NOTSET";
+  return allEqual("strides", 1) && allEqual("pads", 0) && (autoPad == "NOTSET" || autoPad == "VALID");
+}
+
 }  // namespace nnc::ops

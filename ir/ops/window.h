@@ -14,6 +14,9 @@ namespace nnc::ops {
 // (out - 1) * s) then stays far inside int64 for any dim up to kMaxElements.
 inline constexpr int64_t kMaxWindowValue = INT32_MAX;
 
+// The most taps a DepthwiseConvNhwc unrolls into one sum per output element (7x7 is 49).
+inline constexpr int64_t kMaxDepthwiseNhwcTaps = 64;
+
 struct Window {
   std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
   int rank() const { return static_cast<int>(in.size()); }
@@ -41,6 +44,10 @@ Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vect
 // The window of a node whose input 0 is [N, C, spatial...] and whose kernel_shape attribute gives the
 // window (the pools, Im2Col). Messages carry no node prefix.
 Status kernelShapeWindow(const Node& node, Window* w);
+
+// A Conv whose kernel is 1 along every spatial axis, with unit strides and no padding: a GEMM over the
+// channels at every position (no Im2Col needed).
+bool isPointwiseConv(const Node& conv);
 
 // The dims after N and C.
 std::vector<int64_t> spatialDims(const Shape& s);

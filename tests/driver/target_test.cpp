@@ -90,12 +90,13 @@ TEST(Targets, CudaNeedsNvrtcAndARealArchitecture) {
   EXPECT_EQ(t.status().message(), "GPU architecture 'compute_90' is not a real architecture such as sm_80 or sm_90");
 }
 
-TEST(Targets, ExplicitPaddingIsTheCpusPass) {
+TEST(Targets, ChannelsLastAndExplicitPaddingAreTheCpusPasses) {
   auto cpu = target("cpu"), cuda = target("cuda");
   ASSERT_TRUE(cpu && cuda);
-  EXPECT_EQ(cpu->passes(), (std::vector<std::string>{"conv-to-gemm", "explicit-padding"}));
+  EXPECT_EQ(cpu->passes(), (std::vector<std::string>{"channels-last", "conv-to-gemm", "explicit-padding"}));
   EXPECT_TRUE(runs(*cuda, "conv-to-gemm"));
   EXPECT_FALSE(runs(*cuda, "explicit-padding"));
+  EXPECT_FALSE(runs(*cuda, "channels-last"));
   // Every pass a target names is a target pass of the table.
   for (const std::unique_ptr<Target>& t : allTargets())
     for (const std::string& name : t->passes()) {

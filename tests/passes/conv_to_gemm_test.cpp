@@ -16,7 +16,7 @@ TEST(ConvToGemm, RewritesAConvIntoIm2ColMatMulAndBias) {
                 "}\n",
                 "graph(%x: f32[1x2x5x5], %w: f32[3x2x3x3], %b: f32[3]) -> (%y_add_bias_out0: f32[1x3x2x2]) {\n"
                 "  %y_im2col_out0 = Im2Col(%x) {auto_pad=\"NOTSET\", kernel_shape=[3, 3], pads=[1, 0, 0, 1], "
-                "strides=[2, 2]} : f32[1x18x4]\n"
+                "patch_rows=0, strides=[2, 2]} : f32[1x18x4]\n"
                 "  %y_weights_out0 = Reshape(%w) {allowzero=0, shape=[3, 18]} : f32[3x18]\n"
                 "  %y_gemm_out0 = MatMul(%y_weights_out0, %y_im2col_out0) : f32[1x3x4]\n"
                 "  %y_out_out0 = Reshape(%y_gemm_out0) {allowzero=0, shape=[1, 3, 2, 2]} : f32[1x3x2x2]\n"
@@ -44,7 +44,7 @@ TEST(ConvToGemm, AGroupedConvIsOneGemmPerGroup) {
                 "  %y = Conv(%x, %w) {auto_pad=\"NOTSET\", group=2} : f32[1x6x3x3]\n"
                 "}\n",
                 "graph(%x: f32[1x4x5x5], %w: f32[6x2x3x3]) -> (%y_out_out0: f32[1x6x3x3]) {\n"
-                "  %y_im2col_out0 = Im2Col(%x) {auto_pad=\"NOTSET\", kernel_shape=[3, 3]} : f32[1x36x9]\n"
+                "  %y_im2col_out0 = Im2Col(%x) {auto_pad=\"NOTSET\", kernel_shape=[3, 3], patch_rows=0} : f32[1x36x9]\n"
                 "  %y_groups_out0 = Reshape(%y_im2col_out0) {allowzero=0, shape=[2, 18, 9]} : f32[2x18x9]\n"
                 "  %y_weights_out0 = Reshape(%w) {allowzero=0, shape=[2, 3, 18]} : f32[2x3x18]\n"
                 "  %y_gemm_out0 = MatMul(%y_weights_out0, %y_groups_out0) : f32[2x3x9]\n"

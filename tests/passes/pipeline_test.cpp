@@ -181,8 +181,8 @@ TEST(Pipeline, ListPassesMatchesTheTableOrder) {
     names.push_back(p.name + (p.targetPass ? "@target" : ""));
     EXPECT_FALSE(p.description.empty()) << p.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"conv-to-gemm@target", "explicit-padding@target", "simplify",
-                                             "fold-constants", "cse", "dce", "materialize-outputs"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"channels-last@target", "conv-to-gemm@target", "explicit-padding@target",
+                                             "simplify", "fold-constants", "cse", "dce", "materialize-outputs"}));
 }
 
 TEST(Pipeline, VerifierCatchesAnInvalidInputGraph) {

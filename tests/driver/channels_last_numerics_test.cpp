@@ -1,0 +1,172 @@
+// channels-last numerics: chains of pointwise and depthwise Convs (strides, asymmetric pads, dilations,
+// auto_pad, 1-D and 3-D, batches, f64, weights given at run time, a stem as the chain's head, residual
+// Adds, a squeeze-and-excitation scale, a Concat, a graph output inside the chain) compiled at -O2,
+// where the pass rewrites them into DepthwiseConvNhwc and MatMuls on channels-last data, against the
+// reference evaluator's Conv (checked against the ONNX backend data) on the graph as built.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "driver/compiler.h"
+#include "ir/builder.h"
+#include "ir/reference.h"
+
+namespace nnc {
+namespace {
+
+struct ChainCase {
+  std::string name;
+  std::function<void(GraphBuilder&, std::mt19937&, std::vector<Tensor>*)> build;  // runtime inputs' data in *feeds
+  int depthwise;  // DepthwiseConvNhwc nodes the -O2 pipeline must make
+  DType dtype = DType::F32;
+};
+
+Tensor randomTensor(DType dtype, const Shape& shape, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, u(rng));
+  return t;
+}
+
+Attributes convAttrs(int64_t group, std::vector<int64_t> strides = {}, std::vector<int64_t> pads = {},
+                     std::vector<int64_t> dilations = {}, std::string autoPad = "NOTSET") {
+  Attributes a;
+  a.set("group", group);
+  if (!strides.empty()) a.set("strides", strides);
+  if (!pads.empty()) a.set("pads", pads);
+  if (!dilations.empty()) a.set("dilations", dilations);
+  a.set("auto_pad", autoPad);
+  return a;
+}
+
+// Builds convolutions with random constant (or, with runtimeWeights, input) weights and biases.
+struct Chain {
+  GraphBuilder& b;
+  std::mt19937& rng;
+  std::vector<Tensor>* feeds;
+  DType dtype = DType::F32;
+  bool runtimeWeights = false;
+
+  Value* tensor(const Shape& s, const std::string& name, bool runtime) {
+    Tensor t = randomTensor(dtype, s, rng);
+    if (!runtime) return b.constant(t, name);
+    feeds->push_back(t);
+    return b.input(name, dtype, s);
+  }
+  Value* input(const Shape& s) { return tensor(s, "x", true); }
+  Value* conv(Value* x, int64_t out, std::vector<int64_t> kernel, Attributes attrs, bool bias = true) {
+    const int64_t channels = x->shape()[1], group = attrs.getInt("group");
+    std::vector<int64_t> w = {out, channels / group};
+    w.insert(w.end(), kernel.begin(), kernel.end());
+    std::vector<Value*> ins = {x, tensor(Shape(w), "w" + std::to_string(++n), runtimeWeights)};
+    if (bias) ins.push_back(tensor(Shape({out}), "b" + std::to_string(n), runtimeWeights));
+    return b.op(OpKind::Conv, ins, attrs);
+  }
+  Value* pointwise(Value* x, int64_t out) {
+    return conv(x, out, std::vector<int64_t>(static_cast<size_t>(x->shape().rank()) - 2, 1), convAttrs(1));
+  }
+  Value* depthwise(Value* x, std::vector<int64_t> kernel, Attributes attrs, bool bias = true) {
+    attrs.set("group", x->shape()[1]);
+    return conv(x, x->shape()[1], kernel, attrs, bias);
+  }
+  Value* relu(Value* x) { return b.op(OpKind::Relu, {x}); }
+  int n = 0;
+};
+
+// pointwise (c -> 2c) . relu . depthwise(kernel, attrs) . relu . pointwise (2c -> c)
+Value* invertedResidual(Chain& c, Value* x, std::vector<int64_t> kernel, Attributes attrs) {
+  Value* e = c.relu(c.pointwise(x, 2 * x->shape()[1]));
+  Value* d = c.relu(c.depthwise(e, kernel, attrs));
+  return c.pointwise(d, x->shape()[1]);
+}
+
+std::vector<ChainCase> cases() {
+  auto simple = [](std::vector<int64_t> x, std::vector<int64_t> kernel, Attributes attrs, DType dtype = DType::F32,
+                   bool runtimeWeights = false) {
+    return [=](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+      Chain c{b, rng, feeds, dtype, runtimeWeights};
+      b.output(invertedResidual(c, c.input(Shape(x)), kernel, attrs));
+    };
+  };
+  return {
+      {"3x3", simple({1, 8, 7, 6}, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})), 1},
+      {"strided", simple({1, 12, 9, 8}, {3, 3}, convAttrs(0, {2, 2}, {1, 1, 1, 1})), 1},
+      {"5x5_asymmetric_pads", simple({1, 8, 10, 9}, {5, 5}, convAttrs(0, {2, 1}, {1, 2, 2, 1})), 1},
+      {"dilated", simple({1, 8, 9, 9}, {3, 3}, convAttrs(0, {}, {2, 2, 2, 2}, {2, 2})), 1},
+      {"same_upper", simple({1, 8, 7, 8}, {3, 3}, convAttrs(0, {2, 2}, {}, {}, "SAME_UPPER")), 1},
+      {"unpadded_batch", simple({3, 8, 6, 6}, {3, 3}, convAttrs(0)), 1},
+      {"1d", simple({2, 8, 11}, {5}, convAttrs(0, {2}, {2, 2})), 1},
+      {"3d", simple({1, 8, 4, 5, 3}, {3, 3, 3}, convAttrs(0, {1, 2, 1}, {1, 1, 1, 1, 1, 1})), 1},
+      {"f64", simple({1, 8, 6, 5}, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1}), DType::F64), 1, DType::F64},
+      {"weights_at_run_time", simple({1, 8, 6, 6}, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1}), DType::F32, true), 1},
+      {"stem_and_two_residual_blocks",
+       [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+         Chain c{b, rng, feeds};
+         Value* x = c.relu(c.conv(c.input(Shape({1, 3, 16, 16})), 16, {3, 3}, convAttrs(1, {2, 2}, {1, 1, 1, 1})));
+         x = b.add(invertedResidual(c, x, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})), x);
+         x = b.add(invertedResidual(c, x, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})), x);
+         b.output(b.op(OpKind::GlobalAveragePool, {x}));
+       },
+       2},
+      {"squeeze_excitation_concat_and_an_inner_output",
+       [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+         Chain c{b, rng, feeds};
+         Value* x = c.input(Shape({1, 8, 6, 6}));
+         Value* e = c.relu(c.pointwise(x, 16));
+         Value* d = c.depthwise(e, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1}), /*bias=*/false);
+         // The scale is computed from d (not constant, [1, 16, 1, 1]: transposed to match).
+         Value* s = b.op(OpKind::Sigmoid, {c.pointwise(b.op(OpKind::GlobalAveragePool, {d}), 16)});
+         Value* scaled = b.mul(d, s);
+         b.output(e);  // a graph output inside the chain stays channel-first
+         Attributes axis;
+         axis.set("axis", int64_t{1});
+         b.output(b.op(OpKind::Concat, {c.pointwise(scaled, 8), x}, axis));
+       },
+       1},
+  };
+}
+
+std::unique_ptr<Graph> build(const ChainCase& c, std::vector<Tensor>* feeds) {
+  std::mt19937 rng(11);
+  auto g = std::make_unique<Graph>();
+  GraphBuilder b(*g);
+  feeds->clear();
+  c.build(b, rng, feeds);
+  EXPECT_TRUE(b.status().isOk()) << c.name << ": " << b.status().message();
+  return g;
+}
+
+TEST(ChannelsLast, ComputesWhatTheConvChainComputes) {
+  for (const ChainCase& c : cases()) {
+    std::vector<Tensor> feeds;
+    auto original = build(c, &feeds);
+    auto want = evaluateGraph(*original, feeds);
+    ASSERT_TRUE(want.isOk()) << c.name << ": " << want.status().message();
+    for (int threads : {1, 2}) {
+      auto g = build(c, &feeds);
+      CompileOptions o;
+      o.optLevel = 2;
+      o.verifyEachPass = true;
+      o.numThreads = threads;
+      auto jit = compileJit(*g, o);
+      ASSERT_TRUE(jit.isOk()) << c.name << ": " << jit.status().message();
+      int depthwise = 0;
+      for (const Node* n : g->nodes()) depthwise += n->op() == OpKind::DepthwiseConvNhwc;
+      EXPECT_EQ(depthwise, c.depthwise) << c.name;
+      auto out = (*jit)->run(feeds);
+      ASSERT_TRUE(out.isOk()) << c.name << ": " << out.status().message();
+      ASSERT_EQ(out->size(), want->size()) << c.name;
+      const double tol = c.dtype == DType::F64 ? 1e-12 : 2e-5;
+      for (size_t i = 0; i < want->size(); ++i) {
+        ASSERT_EQ((*out)[i].shape(), (*want)[i].shape()) << c.name;
+        for (int64_t e = 0; e < (*want)[i].numel(); ++e)
+          ASSERT_NEAR((*out)[i].getDouble(e), (*want)[i].getDouble(e), tol * (1 + std::fabs((*want)[i].getDouble(e))))
+              << c.name << ": output " << i << " element " << e << " at " << threads << " thread(s)";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nnc
