@@ -455,7 +455,43 @@ class ValidGen {
     if (c_.percent(60)) y = op(c_.pick(acts), {y});
     if (y && c_.percent(30)) op(OpKind::Add, {y, partner(y)});  // residual
   }
+  // A depthwise-separable block (1x1 expand, activation, depthwise with random window, 1x1 project,
+  // maybe a residual): 8+ channels, so the cpu's channels-last pass converts it.
+  void separableBlock() {
+    const int64_t channels = c_.range(8, 12);
+    Value* x = newInput(c_.percent(80) ? DType::F32 : DType::F64,
+                        Shape{c_.range(1, 2), c_.range(2, 4), c_.range(3, 6), c_.range(3, 6)});
+    if (!x) return;
+    auto pointwise = [&](Value* in, int64_t out) -> Value* {
+      Attributes a;
+      a.set("group", int64_t{1});
+      std::vector<Value*> ins = {in, newConst(in->dtype(), Shape{out, in->shape()[1], 1, 1})};
+      if (c_.percent(50)) ins.push_back(newConst(in->dtype(), Shape{out}));
+      return op(OpKind::Conv, ins, a);
+    };
+    Value* e = pointwise(x, channels);
+    if (e && c_.percent(70)) e = op(OpKind::Relu, {e});
+    if (!e) return;
+    const int64_t kh = c_.range(1, 3), kw = c_.range(1, 3), dh = c_.range(1, 2), dw = c_.range(1, 2);
+    std::vector<int64_t> pads = {c_.range(0, 2), c_.range(0, 2), c_.range(0, 2), c_.range(0, 2)};
+    if ((kh - 1) * dh + 1 > e->shape()[2] + pads[0] + pads[2] || (kw - 1) * dw + 1 > e->shape()[3] + pads[1] + pads[3])
+      return;
+    Attributes a;
+    a.set("group", channels);
+    a.set("pads", pads);
+    a.set("strides", std::vector<int64_t>{c_.range(1, 2), c_.range(1, 2)});
+    a.set("dilations", std::vector<int64_t>{dh, dw});
+    std::vector<Value*> ins = {e, newConst(e->dtype(), Shape{channels, 1, kh, kw})};
+    if (c_.percent(50)) ins.push_back(newConst(e->dtype(), Shape{channels}));
+    Value* d = op(OpKind::Conv, ins, a);
+    if (d && c_.percent(50)) d = op(OpKind::Clip, {d});
+    if (!d) return;
+    Value* y = pointwise(d, c_.percent(50) ? channels : x->shape()[1]);
+    if (y && y->shape() == x->shape() && c_.percent(60)) op(OpKind::Add, {y, x});
+  }
+
   void conv() {
+    if (c_.percent(30)) return separableBlock();
     Value* x = nullptr;
     for (Value* v : pool_)
       if (v->shape().rank() == 4 && isFloat(v->dtype()) && v->shape().numel() <= 1024) x = v;
