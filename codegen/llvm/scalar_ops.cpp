@@ -169,6 +169,36 @@ Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, Value* a, Value* b) {
   return b_.CreateIntrinsic(id, {a->getType()}, {a, b});
 }
 
+// exp(x) = 2^n * e^r with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts,
+// so r is exact to a few ulp), e^r by Cephes' degree-6 minimax polynomial (about 1 ulp), and 2^n as
+// two power-of-two factors so that results down in the subnormals round once. x is clamped to
+// +-150 first (e^150 overflows and e^-150 underflows in f32 anyway, and n then fits an i32); a NaN
+// passes through. The same instructions run in the scalar remainder and the vector body, so a result
+// does not depend on how a loop was split.
+Value* ScalarOps::inlineExpF32(Value* x) {
+  llvm::Type* ft = x->getType();
+  llvm::Type* it = b_.getInt32Ty();
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(ft)) it = llvm::VectorType::get(it, vt->getElementCount());
+  auto c = [&](double v) { return llvm::ConstantFP::get(ft, v); };
+  auto ci = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
+  auto fma = [&](Value* a, Value* m, Value* d) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {ft}, {a, m, d}); };
+  Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-150.0)), c(-150.0), x);
+  xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, c(150.0)), c(150.0), xc);
+  Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(xc, c(1.44269504088896341)));
+  Value* r = fma(n, c(-0.693359375), xc);
+  r = fma(n, c(2.12194440e-4), r);
+  Value* p = c(1.9875691500e-4);
+  for (double coefficient : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
+    p = fma(p, r, c(coefficient));
+  p = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), c(1.0));
+  Value* ni = b_.CreateFPToSI(n, it);
+  Value* n1 = b_.CreateAShr(ni, ci(1));
+  Value* n2 = b_.CreateSub(ni, n1);
+  auto pow2 = [&](Value* e) { return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, ci(127)), ci(23)), ft); };
+  Value* result = b_.CreateFMul(b_.CreateFMul(p, pow2(n1)), pow2(n2));
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, result);
+}
+
 Value* ScalarOps::mathCall(const char* name, Value* a, DType t) {
   std::string fname = name;
   if (t == DType::F32) fname += "f";
@@ -273,6 +303,7 @@ Value* ScalarOps::unary(const kir::ExprNode& n, Value* a, DType at, std::string*
       case ExprOp::Erf: vm = "erf"; break;
       default: break;
     }
+    if (n.op == ExprOp::Exp && at == DType::F32 && vectorMathLanes_ != 0) return inlineExpF32(a);
     if (vm)
       if (Value* r = vectorMathCall(vm, at, a)) return r;
     switch (n.op) {

@@ -1,6 +1,6 @@
-// CPU backend f32 vector math (libmvec): accuracy over dense ranges against float64 std::
-// functions, special values, bitwise independence of how the range is split, and that the loops
-// really call the vector variants.
+// CPU backend f32 vector math (libmvec; exp as inline arithmetic, ScalarOps::inlineExpF32): accuracy
+// over dense ranges against float64 std:: functions, special values, subnormal results, bitwise
+// independence of how the range is split, and that the loops really call the vector variants.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,6 +104,25 @@ TEST(CpuVectorMath, SpecialValues) {
     for (int64_t i = 0; i < 37; ++i)
       EXPECT_TRUE(testing::nearlyEqual(out.getDouble(i), s.want, 1e-6, 1e-30))
           << kir::exprOpName(s.op) << "(" << s.x << ") element " << i << ": got " << out.getDouble(i);
+  }
+}
+
+// exp down into the subnormals (e^-88 .. e^-103.9) and up to the edge of overflow: within one unit
+// of the last place of the smallest subnormal below FLT_MIN, within 2e-7 relative above it.
+TEST(CpuVectorMath, ExpSubnormalAndLargestResults) {
+  std::vector<double> xs;
+  for (int i = 0; i < 4096; ++i) xs.push_back(-103.9 + 16.0 * i / 4095);
+  for (int i = 0; i < 256; ++i) xs.push_back(88.0 + 0.72 * i / 255);
+  Tensor out = runUnary(ExprOp::Exp, f32s(xs));
+  ASSERT_EQ(out.numel(), static_cast<int64_t>(xs.size()));
+  const double smallest = std::numeric_limits<float>::denorm_min(), normal = std::numeric_limits<float>::min();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double x = static_cast<float>(xs[static_cast<size_t>(i)]), want = std::exp(x), got = out.getDouble(i);
+    ASSERT_TRUE(std::isfinite(got)) << "exp(" << x << ") = " << got;
+    if (want < normal)
+      ASSERT_LE(std::fabs(got - want), smallest) << "exp(" << x << "): got " << got << ", want " << want;
+    else
+      ASSERT_LE(std::fabs(got - want), 2e-7 * want) << "exp(" << x << "): got " << got << ", want " << want;
   }
 }
 
