@@ -52,6 +52,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
   LoweringOptions lowering;
   lowering.fuse = options.optLevel > 0;
   NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, target, lowering));
+  for (kir::Kernel& k : program.lowered.kernels) target.rewriteKernel(k);
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);
   for (const kir::Kernel& k : program.lowered.kernels) program.report.kernelIr += k.str();

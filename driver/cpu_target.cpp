@@ -7,6 +7,7 @@
 #include "driver/target.h"
 #include "ir/op_registry.h"
 #include "ir/ops/window.h"
+#include "kir/stash.h"
 #include "runtime/model_handle.h"
 
 namespace nnc {
@@ -73,6 +74,9 @@ class CpuTarget final : public Target {
                                                                const std::string& kernelName) const override {
     return nnc::lowerContraction(group, kernelName, tile_);
   }
+
+  // Softmax-like kernels compute once the body their inner loop would repeat (kir/stash.h).
+  void rewriteKernel(kir::Kernel& kernel) const override { kir::stashReductionBodies(kernel); }
 
   Status generateCode(Program& program) const override {
     auto code = std::make_unique<CpuCode>();

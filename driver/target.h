@@ -70,6 +70,9 @@ class Target {
                                                                        const std::string& kernelName) const;
   // A LibraryCall group as one library step.
   virtual Expected<LibraryCall> lowerLibraryCall(const KernelGroup& group) const;
+  // Kernel-IR rewrites this target's code generation implements, applied to every lowered kernel
+  // (cpu: kir/stash.h); none by default.
+  virtual void rewriteKernel(kir::Kernel& /*kernel*/) const {}
 
   // --- Code generation and products (driver/compiler.cpp)
   // Compiles program.lowered's kernels into program.code, filling the report's target parts.

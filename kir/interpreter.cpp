@@ -131,6 +131,7 @@ class Interpreter {
       setLoopVars(r.loop, j);
       ++epoch_;
       Scalar v = eval(r.body);
+      if (r.stashSlot >= 0) store(Store{r.stashSlot, r.stashIndex, r.body, false});
       if (r.op == ReduceOp::ArgMax || r.op == ReduceOp::ArgMin) {
         double x = asDouble(bodyType, v), best = asDouble(bodyType, acc);
         bool better;

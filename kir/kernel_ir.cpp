@@ -473,7 +473,9 @@ std::string Kernel::str() const {
   for (size_t i = 0; i < reductions.size(); ++i) {
     const Reduction& r = reductions[i];
     os << "  r" << i << " = " << reduceOpName(r.op) << " over " << loopStr(r.loop) << " of e" << r.body
-       << (r.selectLastIndex ? " (last)" : "") << "\n";
+       << (r.selectLastIndex ? " (last)" : "");
+    if (r.stashSlot >= 0) os << ", stashed to %" << r.stashSlot << "[e" << r.stashIndex << "]";
+    os << "\n";
   }
   if (!inner.extents.empty()) os << "  inner " << loopStr(inner) << "\n";
   for (const Store& s : stores) {

@@ -66,6 +66,10 @@ struct Reduction {
   Loop loop;
   ExprId body;
   bool selectLastIndex = false;  // ArgMax/ArgMin tie-break
+  // Set (kir/stash.h): each body value is also stored to param `stashSlot` at `stashIndex` while
+  // the reduction runs, and the inner loop loads it back instead of computing it again.
+  int32_t stashSlot = -1;
+  ExprId stashIndex = kNoExpr;
 };
 
 struct Store {

@@ -763,6 +763,9 @@ Expected<CudaSource> emitCudaSource(const std::vector<kir::Kernel>& kernels) {
   for (const kir::Kernel& k : kernels) {
     if (!isIdentifier(k.name)) return Status::error("cuda backend: kernel name '" + k.name + "' is not a C identifier");
     if (!names.insert(k.name).second) return Status::error("cuda backend: duplicate kernel name '" + k.name + "'");
+    for (const kir::Reduction& r : k.reductions)
+      if (r.stashSlot >= 0)
+        return Status::error("cuda backend: kernel '" + k.name + "' stashes a reduction's body (a cpu-only form)");
   }
   SourceWriter decls, defs;
   decls.line("// --- kernels (" + std::to_string(kernels.size()) + ")");

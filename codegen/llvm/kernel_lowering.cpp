@@ -1152,6 +1152,7 @@ class KernelLowering {
     emitLoopNest(r.loop, 0, name + ".", [&] {
       Value* v = value(r.body);
       if (!v) return;
+      if (r.stashSlot >= 0) emitStore(kir::Store{r.stashSlot, r.stashIndex, r.body, false});
       Value* cur = b_.CreateLoad(ty, acc);
       if (splitNaN) {
         llvm::FastMathFlags fmf;
