@@ -25,6 +25,9 @@ Expected<bool> convToGemm(Graph& graph);
 Expected<bool> channelsLast(Graph& graph);
 // cpu: a padded Conv or Im2Col reads a zero Pad of its input, so its taps are affine loads.
 Expected<bool> explicitPadding(Graph& graph);
+// The decomposed LayerNorm of older exports (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, [Mul],
+// [Add]) as one LayerNormalization node.
+Expected<bool> recognizeLayerNorm(Graph& graph);
 // Gives every graph output its own computed value (an Identity copy for outputs that are graph
 // inputs, constants, or listed twice), so the runtime can write each output buffer once.
 Expected<bool> materializeOutputs(Graph& graph);

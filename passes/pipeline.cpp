@@ -32,6 +32,7 @@ constexpr PipelineEntry kPipeline[] = {
   {"explicit-padding",   explicitPadding,               0, false, true,  "a padded Conv/Im2Col reads a zero Pad of its input (affine taps)"},
   // Clean-ups first, so folding and CSE see canonical forms.
   {"simplify",           simplify,                      1, true,  false, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
+  {"recognize-layer-norm", recognizeLayerNorm,           1, false, false, "the decomposed LayerNorm of older exports as one LayerNormalization"},
   {"fold-constants",     foldConstants,                 1, false, false, "evaluate nodes whose inputs are constants (reference evaluator)"},
   {"cse",                eliminateCommonSubexpressions, 1, false, false, "merge identical nodes"},
   {"dce",                eliminateDeadCode,             0, false, false, "remove nodes whose results are unused"},

@@ -1,0 +1,162 @@
+// LayerNorm recognition: the decomposed LayerNorm that exporters write below opset 17 (PyTorch's
+// nn.LayerNorm, HuggingFace's BERT and GPT-2)
+//   mean = ReduceMean(x, trailing axes, keepdims)    d   = Sub(x, mean)
+//   sq   = Pow(d, 2) | Mul(d, d)                     var = ReduceMean(sq, the same axes, keepdims)
+//   sd   = Sqrt(Add(var, eps))                       n   = Div(d, sd) | Mul(d, Reciprocal(sd))
+//   [g   = Mul(n, gamma)]                            [y  = Add(g, beta)]
+// becomes one LayerNormalization(x, gamma or ones, beta) {axis, epsilon}: one kernel whose row is read
+// from cache for both statistics and the output, where the fusion policy alone makes four (d has two
+// users, so it is materialised, and each ReduceMean anchors its own kernel). The intermediates must
+// have no other users and not be graph outputs; eps must be a scalar constant, gamma and beta must
+// broadcast to x (any value: LayerNormalization multiplies and adds them elementwise as the
+// decomposed form does). The rewrite changes rounding by at most an ulp or two (n * (1 / sd) for
+// d / sd).
+#include <algorithm>
+#include <optional>
+
+#include "ir/builder.h"
+#include "passes/pass.h"
+
+namespace nnc::passes {
+
+namespace {
+
+// The node producing `v` if it is `op` and `v` has exactly `users` uses and is no graph output.
+Node* producerIf(Value* v, OpKind op, size_t users = 1) {
+  if (!v || v->isGraphOutput() || v->users().size() != users) return nullptr;
+  Node* p = v->producer();
+  return p && p->op() == op && p->numOutputs() == 1 ? p : nullptr;
+}
+
+std::optional<double> scalarConstant(const Value* v) {
+  if (!v || !v->isConstant() || v->constant().numel() != 1 || !isFloat(v->dtype())) return std::nullopt;
+  return v->constant().getDouble(0);
+}
+
+// The first normalized axis of a ReduceMean over trailing axes with keepdims, or -1.
+int trailingMeanAxis(const Node& n) {
+  const Attributes& a = n.attrs();
+  const int rank = n.input(0)->shape().rank();
+  if (a.getInt("keepdims") != 1 || !a.has("axes") || rank == 0) return -1;
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t axis : a.getInts("axes")) {
+    if (axis < -rank || axis >= rank) return -1;
+    reduced[static_cast<size_t>(axis < 0 ? axis + rank : axis)] = true;
+  }
+  int first = rank;
+  while (first > 0 && reduced[static_cast<size_t>(first - 1)]) --first;
+  for (int i = 0; i < first; ++i)
+    if (reduced[static_cast<size_t>(i)]) return -1;
+  return first < rank ? first : -1;
+}
+
+// Of a binary node, the input that is not `known` (nullptr if neither or both are).
+Value* otherInput(const Node& n, const Value* known) {
+  if (n.numInputs() != 2) return nullptr;
+  if (n.input(0) == known && n.input(1) != known) return n.input(1);
+  if (n.input(1) == known && n.input(0) != known) return n.input(0);
+  return nullptr;
+}
+
+// The single user of `v`, if `v` has one and is no graph output.
+Node* soleUser(const Value* v) {
+  return v && !v->isGraphOutput() && v->users().size() == 1 ? v->users()[0].node : nullptr;
+}
+
+bool broadcastsTo(const Value* v, const Shape& shape) {
+  std::optional<Shape> b = broadcastShapes(shape, v->shape());
+  return b && *b == shape;
+}
+
+// Matches the pattern with `sub` = Sub(x, mean) at its centre; rewrites it and returns true.
+Expected<bool> rewriteAt(Graph& graph, Node* sub) {
+  Value* x = sub->input(0);
+  Value* d = sub->output(0);
+  Node* mean = producerIf(sub->input(1), OpKind::ReduceMean);
+  if (!mean || mean->input(0) != x || !isFloat(x->dtype()) || d->shape() != x->shape()) return false;
+  const int axis = trailingMeanAxis(*mean);
+  if (axis < 0 || d->isGraphOutput()) return false;
+  // The square (Pow(d, 2) or Mul(d, d)) and the division (Div(d, sd) or Mul(d, Reciprocal(sd))).
+  std::vector<Node*> users;
+  for (const Use& u : d->users())
+    if (std::find(users.begin(), users.end(), u.node) == users.end()) users.push_back(u.node);
+  if (users.size() != 2) return false;
+  Node* square = nullptr;
+  Node* divide = nullptr;
+  for (Node* n : users) {
+    const bool isSquare = (n->op() == OpKind::Pow && n->input(0) == d && scalarConstant(n->input(1)) == 2.0) ||
+                          (n->op() == OpKind::Mul && n->input(0) == d && n->input(1) == d);
+    if (isSquare)
+      square = n;
+    else
+      divide = n;
+  }
+  if (!square || !divide) return false;
+  Node* var = soleUser(square->output(0));
+  if (!var || var->op() != OpKind::ReduceMean || trailingMeanAxis(*var) != axis) return false;
+  Node* addEps = soleUser(var->output(0));
+  if (!addEps || addEps->op() != OpKind::Add) return false;
+  const std::optional<double> eps = scalarConstant(otherInput(*addEps, var->output(0)));
+  if (!eps || !(*eps >= 0)) return false;
+  Node* sqrt = soleUser(addEps->output(0));
+  if (!sqrt || sqrt->op() != OpKind::Sqrt) return false;
+  if (divide->op() == OpKind::Div) {
+    if (divide->input(0) != d || divide->input(1) != sqrt->output(0) || soleUser(sqrt->output(0)) != divide)
+      return false;
+  } else {
+    Node* reciprocal = soleUser(sqrt->output(0));
+    if (!reciprocal || reciprocal->op() != OpKind::Reciprocal || divide->op() != OpKind::Mul ||
+        otherInput(*divide, d) != reciprocal->output(0) || soleUser(reciprocal->output(0)) != divide)
+      return false;
+  }
+  // Optional scale and shift, each broadcasting to x.
+  Node* last = divide;
+  Value* gamma = nullptr;
+  Value* beta = nullptr;
+  if (Node* mul = soleUser(last->output(0)); mul && mul->op() == OpKind::Mul) {
+    Value* g = otherInput(*mul, last->output(0));
+    if (g && g->dtype() == x->dtype() && broadcastsTo(g, x->shape()) && mul->output(0)->shape() == x->shape()) {
+      gamma = g;
+      last = mul;
+    }
+  }
+  if (Node* add = soleUser(last->output(0)); add && add->op() == OpKind::Add) {
+    Value* b = otherInput(*add, last->output(0));
+    if (b && b->dtype() == x->dtype() && broadcastsTo(b, x->shape()) && add->output(0)->shape() == x->shape()) {
+      beta = b;
+      last = add;
+    }
+  }
+  if (!gamma) {
+    const std::vector<int64_t> dims(x->shape().dims().begin() + axis, x->shape().dims().end());
+    Tensor ones(x->dtype(), Shape(dims));
+    for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
+    gamma = graph.addConstant(graph.uniqueName(last->name() + "_scale"), ones);
+  }
+  Attributes attrs;
+  attrs.set("axis", int64_t{axis});
+  attrs.set("epsilon", *eps);
+  std::vector<Value*> inputs = {x, gamma};
+  if (beta) inputs.push_back(beta);
+  Node* norm = graph.insertNodeBefore(last, OpKind::LayerNormalization, graph.uniqueName(last->name()), inputs, 1,
+                                      std::move(attrs));
+  NNC_RETURN_IF_ERROR(inferNode(*norm));
+  if (norm->output(0)->shape() != last->output(0)->shape() || norm->output(0)->dtype() != last->output(0)->dtype())
+    return Status::error(last->diagPrefix() + "internal: recognize-layer-norm changed the result's type");
+  graph.replaceAllUsesWith(last->output(0), norm->output(0));
+  return true;  // the decomposed nodes are now dead (DCE)
+}
+
+}  // namespace
+
+Expected<bool> recognizeLayerNorm(Graph& graph) {
+  bool changed = false;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != OpKind::Sub || n->numInputs() != 2) continue;
+    NNC_ASSIGN_OR_RETURN(bool rewritten, rewriteAt(graph, n));
+    changed |= rewritten;
+  }
+  return changed;
+}
+
+}  // namespace nnc::passes
