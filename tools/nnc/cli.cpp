@@ -250,17 +250,23 @@ std::vector<nnc_tensor_info> LoadedModel::outputInfos() {
 }
 
 Expected<std::vector<Tensor>> LoadedModel::run(const std::vector<Tensor>& inputs, std::vector<double>* stepSeconds) {
-  nnc_model* m = handle();
-  std::vector<nnc_tensor> in;
-  for (const Tensor& t : inputs)
-    in.push_back({const_cast<std::byte*>(t.data()), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())),
-                  t.shape().rank(), t.shape().dims().data()});
   std::vector<Tensor> outputs;
   for (const nnc_tensor_info& info : outputInfos()) {
     std::optional<DType> dt = dtypeFromOnnx(info.dtype);
     if (!dt) return Status::error("model output has an unknown dtype");
     outputs.emplace_back(*dt, Shape(std::vector<int64_t>(info.shape, info.shape + info.rank)));
   }
+  NNC_RETURN_IF_ERROR(runInto(inputs, outputs, stepSeconds));
+  return outputs;
+}
+
+Status LoadedModel::runInto(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                            std::vector<double>* stepSeconds) {
+  nnc_model* m = handle();
+  std::vector<nnc_tensor> in;
+  for (const Tensor& t : inputs)
+    in.push_back({const_cast<std::byte*>(t.data()), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())),
+                  t.shape().rank(), t.shape().dims().data()});
   std::vector<nnc_tensor> out;
   for (Tensor& t : outputs)
     out.push_back({t.mutableData(), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())), t.shape().rank(),
@@ -270,10 +276,10 @@ Expected<std::vector<Tensor>> LoadedModel::run(const std::vector<Tensor>& inputs
     std::string error;
     if (m->executor->run(in.data(), in.size(), out.data(), out.size(), &error, stepSeconds) != NNC_OK)
       return Status::error(error);
-    return outputs;
+    return Status::ok();
   }
   if (api().run(m, in.data(), in.size(), out.data(), out.size()) != NNC_OK) return Status::error(api().lastError(m));
-  return outputs;
+  return Status::ok();
 }
 
 std::string compareTensors(const Tensor& actual, const Tensor& expected, double rtol, double atol) {

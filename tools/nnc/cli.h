@@ -61,6 +61,10 @@ class LoadedModel {
   // Runs on tensors (inputs in model order); outputs allocated from the model's info. With
   // stepSeconds, a model compiled in this process for the cpu records each plan step's time.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* stepSeconds = nullptr);
+  // The same into outputs a previous run() returned, as a caller of the C ABI that keeps its output
+  // buffers does (nnc bench times this: no allocation or first touch of fresh pages in the timing).
+  Status runInto(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                 std::vector<double>* stepSeconds = nullptr);
 };
 Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options);
 
