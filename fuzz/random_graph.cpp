@@ -455,8 +455,8 @@ class ValidGen {
     if (c_.percent(60)) y = op(c_.pick(acts), {y});
     if (y && c_.percent(30)) op(OpKind::Add, {y, partner(y)});  // residual
   }
-  // A depthwise-separable block (1x1 expand, activation, depthwise with random window, 1x1 project,
-  // maybe a residual): 8+ channels, so the cpu's channels-last pass converts it.
+  // A depthwise-separable block (1x1 expand, activation, depthwise with random window, maybe a pool,
+  // 1x1 project, maybe a residual): 8+ channels, so the cpu's channels-last pass converts it.
   void separableBlock() {
     const int64_t channels = c_.range(8, 12);
     Value* x = newInput(c_.percent(80) ? DType::F32 : DType::F64,
@@ -485,6 +485,13 @@ class ValidGen {
     if (c_.percent(50)) ins.push_back(newConst(e->dtype(), Shape{channels}));
     Value* d = op(OpKind::Conv, ins, a);
     if (d && c_.percent(50)) d = op(OpKind::Clip, {d});
+    if (d && c_.percent(30) && d->shape()[2] >= 2 && d->shape()[3] >= 2) {
+      Attributes pool;
+      pool.set("kernel_shape", std::vector<int64_t>{2, c_.range(1, 2)});
+      pool.set("strides", std::vector<int64_t>{c_.range(1, 2), 1});
+      pool.set("pads", std::vector<int64_t>{0, c_.range(0, 1), c_.range(0, 1), 0});
+      d = op(c_.percent(50) ? OpKind::MaxPool : OpKind::AveragePool, {d}, pool);
+    }
     if (!d) return;
     Value* y = pointwise(d, c_.percent(50) ? channels : x->shape()[1]);
     if (y && y->shape() == x->shape() && c_.percent(60)) op(OpKind::Add, {y, x});

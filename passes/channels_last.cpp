@@ -8,7 +8,8 @@
 // time and whose rows (the positions) it tiles like any other. NCHWc would need its own GEMM operand
 // layout and a channel count padded to the block; NHWC needs neither.
 //
-// 1. Candidates: depthwise Convs (one input and one output channel per group, at least kMinChannels
+// 1. Candidates: MaxPools and AveragePools (PoolNhwc), depthwise Convs (one input and one output channel per group, at
+// least kMinChannels
 //    channels, at most ops::kMaxDepthwiseNhwcTaps taps) and pointwise Convs (1x1, group 1, unit
 //    strides, no padding), in f32 or f64, and as a chain's head any other group-1 Conv (a network's
 //    stem: its channel-first input is read through Im2Col, its result made channels-last by the
@@ -19,6 +20,7 @@
 //      depthwise:  DepthwiseConvNhwc(x, W as [k..., C], B)
 //      pointwise:  Reshape(MatMul(x as [N*P, C], W as [C, M]), [N, spatial..., M]) + B
 //      head:       Reshape(MatMul(Im2Col(x channel-first) as rows, W as [C*K, M]), ...) + B
+//      pool:       PoolNhwc(x) {the pool's attributes, mode}
 //    (constant weights are reordered by fold-constants).
 // 3. The to-NCHW transposes sink: an elementwise op whose inputs are all the same transpose (or
 //    constants and small tensors, transposed the other way to match) computes on the untransposed
@@ -45,9 +47,23 @@ constexpr int64_t kMinChannels = 8;
 // smaller than the result (a squeeze-and-excitation scale [N, C, 1, 1]), never when it is big.
 constexpr int64_t kSmallInputRatio = 8;
 
-enum class Candidate { None, Depthwise, Pointwise, Head };
+enum class Candidate { None, Depthwise, Pointwise, Head, Pool };
+
+// A MaxPool (without Indices) or AveragePool over 8+ channels whose window unrolls.
+bool isPoolCandidate(const Node& n) {
+  if ((n.op() != OpKind::MaxPool && n.op() != OpKind::AveragePool) || n.numOutputs() != 1) return false;
+  const DType t = n.output(0)->dtype();
+  const Shape& x = n.input(0)->shape();
+  if ((t != DType::F32 && t != DType::F64) || x.rank() < 3 || x[1] < kMinChannels || x.numel() == 0 ||
+      n.output(0)->shape().numel() == 0)
+    return false;
+  int64_t taps = 1;
+  for (int64_t k : n.attrs().getInts("kernel_shape")) taps *= k;
+  return taps >= 1 && taps <= ops::kMaxDepthwiseNhwcTaps;
+}
 
 Candidate candidateOf(const Node& n) {
+  if (isPoolCandidate(n)) return Candidate::Pool;
   if (n.op() != OpKind::Conv || n.numOutputs() != 1 || !n.input(0) || !n.input(1)) return Candidate::None;
   const DType t = n.output(0)->dtype();
   const Shape& x = n.input(0)->shape();
@@ -114,7 +130,11 @@ class Rewriter {
     if (kind != Candidate::Head) {
       NNC_ASSIGN_OR_RETURN(xl, transpose(conv, x, toChannelsLast(rank), base + "_nhwc"));
     }
-    if (kind == Candidate::Depthwise) {
+    if (kind == Candidate::Pool) {
+      Attributes attrs = conv->attrs();
+      attrs.set("mode", std::string(conv->op() == OpKind::MaxPool ? "max" : "average"));
+      NNC_ASSIGN_OR_RETURN(yl, add(conv, OpKind::PoolNhwc, base + "_pool", {xl}, std::move(attrs)));
+    } else if (kind == Candidate::Depthwise) {
       // W [C, 1, k...] -> [k..., C].
       const Shape& ws = w->shape();
       std::vector<int64_t> kc(ws.dims().begin() + 2, ws.dims().end());

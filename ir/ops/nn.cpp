@@ -480,6 +480,18 @@ OpDef im2colDef() {
   return d;
 }
 
+// The smallest value of expression type `t`: what a padded tap contributes to a max.
+ExprId lowestValue(KernelBuilder& kb, DType t) {
+  if (isFloat(t)) return kb.constant(t, -std::numeric_limits<double>::infinity());
+  if (isUnsignedInt(t)) return kb.constantInt(t, 0);
+  switch (t) {
+    case DType::I8: return kb.constantInt(t, std::numeric_limits<int8_t>::min());
+    case DType::I16: return kb.constantInt(t, std::numeric_limits<int16_t>::min());
+    case DType::I32: return kb.constantInt(t, std::numeric_limits<int32_t>::min());
+    default: return kb.constantInt(t, std::numeric_limits<int64_t>::min());
+  }
+}
+
 // ================================================================================================
 // DepthwiseConvNhwc (nnc-internal, from passes/channels_last.cpp): a depthwise Conv (one input channel
 // per group, one output channel per input channel) on channels-last data:
@@ -524,31 +536,105 @@ Status inferDepthwiseConvNhwc(InferContext& ctx) {
   return Status::ok();
 }
 
+// The taps of a channels-last window at output [n, o..., c], unrolled in row-major kernel order:
+// combine(...combine(term(tap 0), term(tap 1))...). term gets X's index at the tap (clamped into the
+// input), the tap's validity and its kernel position.
+using NhwcTerm =
+    std::function<ExprId(const std::vector<ExprId>& xIndex, const Taps& taps, const std::vector<ExprId>& k)>;
+ExprId foldNhwcTaps(KernelBuilder& kb, const Window& w, const std::vector<ExprId>& out, const NhwcTerm& term,
+                    const std::function<ExprId(ExprId, ExprId)>& combine) {
+  const std::vector<ExprId> o(out.begin() + 1, out.end() - 1);
+  std::optional<ExprId> folded;
+  std::vector<int64_t> tap(w.kernel.size(), 0);
+  for (int64_t t = 0, taps = saturatingProduct(w.kernel); t < taps; ++t) {
+    std::vector<ExprId> k;
+    for (int64_t v : tap) k.push_back(kb.i64(v));
+    const Taps at = windowTaps(kb, w, o, k);
+    std::vector<ExprId> xi = {out.front()};
+    xi.insert(xi.end(), at.clamped.begin(), at.clamped.end());
+    xi.push_back(out.back());
+    const ExprId v = term(xi, at, k);
+    folded = folded ? combine(*folded, v) : v;
+    for (int i = static_cast<int>(tap.size()) - 1; i >= 0 && ++tap[i] == w.kernel[i]; --i) tap[i] = 0;
+  }
+  return *folded;  // the window checks admit at least one tap
+}
+
 std::vector<AnchorOutput> lowerDepthwiseConvNhwc(LowerContext& ctx) {
   KernelBuilder& kb = ctx.kb;
   Window w;
   NNC_CHECK(depthwiseNhwcWindow(ctx.node, &w).isOk(), "DepthwiseConvNhwc lowered without inference");
   const std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
-  const ExprId n = out.front(), c = out.back();
-  const std::vector<ExprId> o(out.begin() + 1, out.end() - 1);
-  std::optional<ExprId> sum;
-  std::vector<int64_t> tap(w.kernel.size(), 0);  // row-major over the kernel, last axis fastest
-  for (int64_t t = 0, taps = saturatingProduct(w.kernel); t < taps; ++t) {
-    std::vector<ExprId> k;
-    for (int64_t v : tap) k.push_back(kb.i64(v));
-    const Taps at = windowTaps(kb, w, o, k);
-    std::vector<ExprId> xi = {n};
-    xi.insert(xi.end(), at.clamped.begin(), at.clamped.end());
-    xi.push_back(c);
-    std::vector<ExprId> wi = k;
-    wi.push_back(c);
-    const ExprId x = ctx.inputs[0](xi);
-    const ExprId term = kb.mul(kb.select(at.valid, x, kb.constant(kb.dtypeOf(x), 0)), ctx.inputs[1](wi));
-    sum = sum ? kb.add(*sum, term) : term;
-    for (int i = static_cast<int>(tap.size()) - 1; i >= 0 && ++tap[i] == w.kernel[i]; --i) tap[i] = 0;
-  }
-  if (ctx.hasInput(2)) sum = kb.add(*sum, ctx.inputs[2]({c}));
-  return single(out, *sum);
+  const ExprId c = out.back();
+  ExprId sum = foldNhwcTaps(
+      kb, w, out,
+      [&](const std::vector<ExprId>& xi, const Taps& at, const std::vector<ExprId>& k) {
+        std::vector<ExprId> wi = k;
+        wi.push_back(c);
+        const ExprId x = ctx.inputs[0](xi);
+        return kb.mul(kb.select(at.valid, x, kb.constant(kb.dtypeOf(x), 0)), ctx.inputs[1](wi));
+      },
+      [&](ExprId a, ExprId b) { return kb.add(a, b); });
+  if (ctx.hasInput(2)) sum = kb.add(sum, ctx.inputs[2]({c}));
+  return single(out, sum);
+}
+
+// ================================================================================================
+// PoolNhwc (nnc-internal, from passes/channels_last.cpp): MaxPool (mode "max", one output) or
+// AveragePool (mode "average") on channels-last data [N, spatial..., C], with the pool's own
+// attributes; taps unrolled and vectorised over the channels like DepthwiseConvNhwc.
+
+Status poolNhwcWindow(const Node& node, Window* w) {
+  const Shape& x = node.input(0)->shape();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, spatial..., C)");
+  const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
+  if (static_cast<int>(kernel.size()) != x.rank() - 2)
+    return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
+                         std::to_string(x.rank() - 2));
+  const int64_t taps = saturatingProduct(kernel);
+  if (taps < 1 || taps > ops::kMaxDepthwiseNhwcTaps)
+    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
+                         std::to_string(ops::kMaxDepthwiseNhwcTaps));
+  const std::string mode = node.attrs().getString("mode");
+  if (mode != "max" && mode != "average") return Status::error("mode is '" + mode + "', expected max or average");
+  return computeWindow(node.attrs(), std::vector<int64_t>(x.dims().begin() + 1, x.dims().end() - 1), kernel, w);
+}
+
+Status inferPoolNhwc(InferContext& ctx) {
+  NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
+  Window w;
+  if (Status s = poolNhwcWindow(ctx.node(), &w); !s) return ctx.error(s.message());
+  const Shape& x = ctx.inShape(0);
+  std::vector<int64_t> out = {x[0]};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  out.push_back(x[x.rank() - 1]);
+  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  return Status::ok();
+}
+
+std::vector<AnchorOutput> lowerPoolNhwc(LowerContext& ctx) {
+  KernelBuilder& kb = ctx.kb;
+  Window w;
+  NNC_CHECK(poolNhwcWindow(ctx.node, &w).isOk(), "PoolNhwc lowered without inference");
+  const std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
+  const bool isMax = ctx.attrs().getString("mode") == "max";
+  const ExprId value = foldNhwcTaps(
+      kb, w, out,
+      [&](const std::vector<ExprId>& xi, const Taps& at, const std::vector<ExprId>&) {
+        const ExprId x = ctx.inputs[0](xi);
+        const DType t = kb.dtypeOf(x);
+        return kb.select(at.valid, x, isMax ? lowestValue(kb, t) : kb.constant(t, 0));
+      },
+      [&](ExprId a, ExprId b) { return isMax ? kb.max(a, b) : kb.add(a, b); });
+  if (isMax) return single(out, value);
+  // The divisor as AveragePool's (see lowerPool).
+  const bool includePad = ctx.attrs().getInt("count_include_pad") != 0;
+  ExprId count = kb.i64(1);
+  for (int i = 0; i < w.rank(); ++i)
+    count = kb.mul(count,
+                   includePad ? kb.i64(w.kernel[i]) : tapCount(kb, w, i, out[static_cast<size_t>(i) + 1], 0, w.in[i]));
+  return single(out, kb.div(value, kb.cast(kb.dtypeOf(value), count)));
 }
 
 // ================================================================================================
@@ -944,18 +1030,6 @@ std::function<Status(InferContext&)> inferPool(PoolKind kind) {
   };
 }
 
-// The smallest value of expression type `t`: what a padded tap contributes to a max.
-ExprId lowestValue(KernelBuilder& kb, DType t) {
-  if (isFloat(t)) return kb.constant(t, -std::numeric_limits<double>::infinity());
-  if (isUnsignedInt(t)) return kb.constantInt(t, 0);
-  switch (t) {
-    case DType::I8: return kb.constantInt(t, std::numeric_limits<int8_t>::min());
-    case DType::I16: return kb.constantInt(t, std::numeric_limits<int16_t>::min());
-    case DType::I32: return kb.constantInt(t, std::numeric_limits<int32_t>::min());
-    default: return kb.constantInt(t, std::numeric_limits<int64_t>::min());
-  }
-}
-
 // sum |x|^p for an Lp pool's body, and its p-th root.
 ExprId lpTerm(KernelBuilder& kb, ExprId x, int64_t p) {
   if (p == 1) return kb.unary(ExprOp::Abs, x);
@@ -1151,6 +1225,12 @@ void defineNnOps(OpRegistry& r) {
       rereading(anchor(OpKind::DepthwiseConvNhwc, 2, 3, windowAttrs(), inferDepthwiseConvNhwc, lowerDepthwiseConvNhwc));
   depthwise.internal = true;
   r.define(depthwise);
+  OpDef poolNhwc = rereading(anchor(OpKind::PoolNhwc, 1, 1,
+                                    poolAttrs({ops::attrInt("count_include_pad", 0), ops::attrInt("storage_order", 0),
+                                               ops::requiredAttr("mode", AttrKind::String)}),
+                                    inferPoolNhwc, lowerPoolNhwc));
+  poolNhwc.internal = true;
+  r.define(poolNhwc);
   convAttrs.push_back(ops::optionalAttr("output_padding", AttrKind::Ints));
   convAttrs.push_back(ops::optionalAttr("output_shape", AttrKind::Ints));
   r.define(rereading(anchor(OpKind::ConvTranspose, 2, 3, convAttrs, inferConvTranspose, lowerConvTranspose)));

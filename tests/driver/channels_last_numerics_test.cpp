@@ -1,8 +1,8 @@
 // channels-last numerics: chains of pointwise and depthwise Convs (strides, asymmetric pads, dilations,
 // auto_pad, 1-D and 3-D, batches, f64, weights given at run time, a stem as the chain's head, residual
-// Adds, a squeeze-and-excitation scale, a Concat, a graph output inside the chain) compiled at -O2,
-// where the pass rewrites them into DepthwiseConvNhwc and MatMuls on channels-last data, against the
-// reference evaluator's Conv (checked against the ONNX backend data) on the graph as built.
+// Adds, max and average pools, a squeeze-and-excitation scale, a Concat, a graph output inside the chain) compiled at
+// -O2, where the pass rewrites them into DepthwiseConvNhwc and MatMuls on channels-last data, against the reference
+// evaluator's Conv (checked against the ONNX backend data) on the graph as built.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -20,6 +20,7 @@ struct ChainCase {
   std::function<void(GraphBuilder&, std::mt19937&, std::vector<Tensor>*)> build;  // runtime inputs' data in *feeds
   int depthwise;  // DepthwiseConvNhwc nodes the -O2 pipeline must make
   DType dtype = DType::F32;
+  int pools = 0;  // and PoolNhwc nodes
 };
 
 Tensor randomTensor(DType dtype, const Shape& shape, std::mt19937& rng) {
@@ -109,6 +110,25 @@ std::vector<ChainCase> cases() {
          b.output(b.op(OpKind::GlobalAveragePool, {x}));
        },
        2},
+      {"pools_in_the_chain",
+       [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+         Chain c{b, rng, feeds};
+         Value* x =
+             c.relu(c.depthwise(c.pointwise(c.input(Shape({2, 8, 9, 8})), 16), {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})));
+         Attributes maxPool = convAttrs(0, {2, 2}, {1, 1, 1, 1});
+         maxPool.erase("group");
+         maxPool.set("kernel_shape", std::vector<int64_t>{3, 3});
+         x = b.op(OpKind::MaxPool, {x}, maxPool);
+         Attributes avgPool = convAttrs(0, {2, 1}, {1, 0, 1, 1});
+         avgPool.erase("group");
+         avgPool.set("kernel_shape", std::vector<int64_t>{2, 3});
+         avgPool.set("ceil_mode", int64_t{1});
+         Value* a = b.op(OpKind::AveragePool, {x}, avgPool);
+         avgPool.set("count_include_pad", int64_t{1});
+         Value* p = b.op(OpKind::AveragePool, {x}, avgPool);
+         b.output(c.pointwise(b.add(a, p), 8));
+       },
+       1, DType::F32, 3},
       {"squeeze_excitation_concat_and_an_inner_output",
        [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
          Chain c{b, rng, feeds};
@@ -151,9 +171,13 @@ TEST(ChannelsLast, ComputesWhatTheConvChainComputes) {
       o.numThreads = threads;
       auto jit = compileJit(*g, o);
       ASSERT_TRUE(jit.isOk()) << c.name << ": " << jit.status().message();
-      int depthwise = 0;
-      for (const Node* n : g->nodes()) depthwise += n->op() == OpKind::DepthwiseConvNhwc;
+      int depthwise = 0, pools = 0;
+      for (const Node* n : g->nodes()) {
+        depthwise += n->op() == OpKind::DepthwiseConvNhwc;
+        pools += n->op() == OpKind::PoolNhwc;
+      }
       EXPECT_EQ(depthwise, c.depthwise) << c.name;
+      EXPECT_EQ(pools, c.pools) << c.name;
       auto out = (*jit)->run(feeds);
       ASSERT_TRUE(out.isOk()) << c.name << ": " << out.status().message();
       ASSERT_EQ(out->size(), want->size()) << c.name;
