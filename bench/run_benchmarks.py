@@ -34,7 +34,8 @@ TORCH_WORKER = os.path.join(REPO, "bench", "torch_worker.py")
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
 # Models that take tens to hundreds of milliseconds per run in nnc get fewer iterations.
-SLOW_WORKLOADS = {"model_resnet18", "model_mobilenetv2"}
+SLOW_WORKLOADS = {"model_resnet18", "model_mobilenetv2", "resnet18_224", "resnet50_224", "mobilenetv2_224",
+                  "squeezenet_224", "bert2_128", "gpt2_block_128", "layernorm_gelu_residual"}
 
 
 # --- machine state --------------------------------------------------------------------------------

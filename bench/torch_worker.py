@@ -24,7 +24,7 @@ def real_model(name):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "models"))
     import export_torch  # noqa: E402  (needs the path above)
 
-    cls, _ = export_torch.MODELS[name]
+    cls, _ = export_torch.model_class(name)
     # Same seeding sequence as export_torch.main, so the weights match the exported model.onnx.
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)

@@ -123,12 +123,137 @@ class TransformerEncoder(nn.Module):
         return self.layers(x)
 
 
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = 4 * width
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return F.relu(self.body(x) + (self.down(x) if self.down is not None else x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 64
+        for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+            for i in range(blocks):
+                layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
+                cin = 4 * width
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+
+
+class Fire(nn.Module):
+    def __init__(self, cin, squeeze, expand):
+        super().__init__()
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.e1, self.e3 = nn.Conv2d(squeeze, expand, 1), nn.Conv2d(squeeze, expand, 3, padding=1)
+
+    def forward(self, x):
+        s = F.relu(self.squeeze(x))
+        return torch.cat([F.relu(self.e1(s)), F.relu(self.e3(s))], 1)
+
+
+class SqueezeNet(nn.Module):
+    """SqueezeNet 1.1."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, 3, 2), nn.ReLU(), nn.MaxPool2d(3, 2, ceil_mode=True), Fire(64, 16, 64), Fire(128, 16, 64),
+            nn.MaxPool2d(3, 2, ceil_mode=True), Fire(128, 32, 128), Fire(256, 32, 128),
+            nn.MaxPool2d(3, 2, ceil_mode=True), Fire(256, 48, 192), Fire(384, 48, 192), Fire(384, 64, 256),
+            Fire(512, 64, 256))
+        self.classifier = nn.Conv2d(512, classes, 1)
+
+    def forward(self, x):
+        return torch.flatten(F.adaptive_avg_pool2d(F.relu(self.classifier(self.features(x))), 1), 1)
+
+
+class ConvNeXtBlock(nn.Module):
+    """One ConvNeXt block (7x7 depthwise, channels-last LayerNorm, 4x MLP with GELU, layer scale)."""
+
+    def __init__(self, d=96):
+        super().__init__()
+        self.dw = nn.Conv2d(d, d, 7, padding=3, groups=d)
+        self.norm = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.scale = nn.Parameter(torch.full((d,), 0.5))
+
+    def forward(self, x):
+        y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+        y = self.fc2(F.gelu(self.fc1(y))) * self.scale
+        return x + y.permute(0, 3, 1, 2)
+
+
+class Gpt2Block(nn.Module):
+    """A GPT-2 block: pre-norm causal self-attention (mask as Where) and a tanh-GELU MLP."""
+
+    def __init__(self, d=768, heads=12, seq=128):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer("causal", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        att = torch.softmax(att.masked_fill(self.causal[:t, :t], float("-inf")), dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class LayerNormGeluResidual(nn.Module):
+    def __init__(self, d=768):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return x + F.gelu(self.norm(x))
+
+
+# The real-model tests (small shapes: they run in every CI).
 MODELS = {
     "model_mlp": (MLP, (4, 784)),
     "model_resnet18": (ResNet18, (1, 3, 64, 64)),
     "model_mobilenetv2": (MobileNetV2, (1, 3, 64, 64)),
     "model_transformer_encoder": (TransformerEncoder, (2, 16, 64)),
 }
+
+
+# The benchmark set at full size (bench/README.md; `make_models.py --bench OUT`): not run by the tests.
+BENCH_MODELS = {
+    "resnet18_224": (ResNet18, (1, 3, 224, 224)),
+    "resnet50_224": (ResNet50, (1, 3, 224, 224)),
+    "mobilenetv2_224": (MobileNetV2, (1, 3, 224, 224)),
+    "squeezenet_224": (SqueezeNet, (1, 3, 224, 224)),
+    "convnext_block_56": (ConvNeXtBlock, (1, 96, 56, 56)),
+    "bert2_128": (lambda: TransformerEncoder(768, 12, 3072, 2), (1, 128, 768)),
+    "gpt2_block_128": (Gpt2Block, (1, 128, 768)),
+    "mlp_batch1": (MLP, (1, 784)),
+    "mlp_batch64": (MLP, (64, 784)),
+    "layernorm_gelu_residual": (LayerNormGeluResidual, (32, 128, 768)),
+}
+
+
+def model_class(name):
+    return MODELS[name] if name in MODELS else BENCH_MODELS[name]
 
 
 def randomize_batchnorm(model, gen):
@@ -141,8 +266,8 @@ def randomize_batchnorm(model, gen):
             m.bias.data.copy_(torch.randn(m.num_features, generator=gen) * 0.1)
 
 
-def main(out_dir):
-    for name, (cls, shape) in MODELS.items():
+def main(out_dir, models=MODELS):
+    for name, (cls, shape) in models.items():
         torch.manual_seed(0)
         gen = torch.Generator().manual_seed(1)
         model = cls().eval()
@@ -160,4 +285,7 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+        main(sys.argv[2], BENCH_MODELS)
+    else:
+        main(sys.argv[1])

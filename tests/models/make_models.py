@@ -7,7 +7,7 @@
    Runtime, checks ORT agrees with PyTorch, and writes OUT/<name>/test_data_set_0/{input,output}_0.pb
    with ORT's outputs as the reference that `nnc test` compares against.
 
-Usage: make_models.py OUT_DIR
+Usage: make_models.py [--bench] OUT_DIR   (--bench: the full-size benchmark set of bench/README.md)
 """
 import os
 import subprocess
@@ -21,13 +21,14 @@ from onnx import numpy_helper
 TORCH_PYTHON = "/usr/bin/python3"
 
 
-def main(out_dir):
+def main(out_dir, bench=False):
     os.makedirs(out_dir, exist_ok=True)
     here = os.path.dirname(os.path.abspath(__file__))
     if subprocess.call([TORCH_PYTHON, "-c", "import torch"], stderr=subprocess.DEVNULL) != 0:
         print("make_models: Debian's python3-torch is not installed; no real models generated", file=sys.stderr)
         return 1
-    subprocess.check_call([TORCH_PYTHON, os.path.join(here, "export_torch.py"), out_dir])
+    subprocess.check_call([TORCH_PYTHON, os.path.join(here, "export_torch.py")] + (["--bench"] if bench else []) +
+                          [out_dir])
     for name in sorted(os.listdir(out_dir)):
         case = os.path.join(out_dir, name)
         if not os.path.exists(os.path.join(case, "model.onnx")):
@@ -52,4 +53,6 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+        sys.exit(main(sys.argv[2], bench=True))
     sys.exit(main(sys.argv[1]))
