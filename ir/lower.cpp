@@ -283,9 +283,17 @@ Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const 
       }
     } else {
       const Shape shape = outputs.front()->shape();
-      // The loop domain: the output's shape, or the shape its producer prefers to be walked in.
+      // The loop domain: the output's shape, or the shape its producer prefers to be walked in. A
+      // group ending in Reshapes (same element order) walks the shape before them, the one its other
+      // generators index in: no div/mod re-deriving it per element (Concat then a GEMM's Reshape).
       Shape walked = shape;
       const Node* producer = outputs.front()->producer();
+      while (outputs.size() == 1 && producer && opDef(producer->op()).keepsElementOrder && producer->input(0) &&
+             producer->input(0)->producer() &&
+             std::find(group.nodes.begin(), group.nodes.end(), producer->input(0)->producer()) != group.nodes.end()) {
+        walked = producer->input(0)->shape();
+        producer = producer->input(0)->producer();
+      }
       if (outputs.size() == 1 && producer && opDef(producer->op()).iterationShape) {
         Shape preferred = opDef(producer->op()).iterationShape(*producer);
         if (preferred.numel() == shape.numel()) walked = preferred;

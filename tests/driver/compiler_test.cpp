@@ -231,3 +231,32 @@ TEST(CompileJit, WrongInputsAreRejectedByTheHandle) {
 
 }  // namespace
 }  // namespace nnc::testing
+
+namespace nnc::testing {
+namespace {
+
+// A group ending in a Reshape (a Concat feeding a 1x1 conv's GEMM reshape) walks the shape before the
+// Reshape, so its indices need no division: the kernel is the concatenation at memory speed.
+TEST(CompileJit, AGroupEndingInAReshapeWalksTheShapeBeforeIt) {
+  auto g = parseOrDie(
+      "graph(%a: f32[1x3x5x7], %b: f32[1x2x5x7]) -> (%y: f32[1x5x35]) {\n"
+      "  %c = Concat(%a, %b) {axis=1} : f32[1x5x5x7]\n"
+      "  %y = Reshape(%c) {allowzero=0, shape=[1, 5, 35]} : f32[1x5x35]\n"
+      "}\n");
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const std::string& ir = (*model)->report().kernelIr;
+  EXPECT_NE(ir.find("outer [v0<1, v1<5, v2<5, v3<7]"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("floordiv"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("floormod"), std::string::npos) << ir;
+  std::mt19937 rng(2);
+  const std::vector<Tensor> in = {randomTensor(DType::F32, Shape{1, 3, 5, 7}, rng),
+                                  randomTensor(DType::F32, Shape{1, 2, 5, 7}, rng)};
+  Expected<std::vector<Tensor>> out = (*model)->run(in);
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  for (int64_t i = 0; i < 175; ++i)  // channels 0-2 from a, 3-4 from b, each 35 elements
+    ASSERT_EQ((*out)[0].getDouble(i), i < 105 ? in[0].getDouble(i) : in[1].getDouble(i - 105)) << i;
+}
+
+}  // namespace
+}  // namespace nnc::testing
