@@ -3,8 +3,9 @@
 // transposed (pixels x channels) and packs its A tiles through separable row/column offset tables —
 // one contiguous copy per tile where its pixels are consecutive input elements, element by element
 // where a tile crosses an output row or the stride is not 1. The cases cover both, edge tiles and
-// panels, batches, dilation, asymmetric padding, run-time weights, and a K too long for the
-// transposed form (the patches are then materialised and the GEMM is not transposed).
+// panels, batches, dilation, asymmetric padding, run-time weights, a K too long for the transposed
+// form (the patches are then materialised and the GEMM is not transposed), and 1x1 convs on either
+// side of the channel count where weights x activations turns transposed.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -38,6 +39,11 @@ const ConvCase kConvCases[] = {
     {"ResNetLayer4Small", 1, 512, 40, 2, 2, 3, 1, 1, {1, 1, 1, 1}, true, true},
     // K = 1030 * 9 = 9270 > 9216: no in-place patches; the GEMM keeps the K-blocked form.
     {"LongK", 1, 1030, 8, 4, 4, 3, 1, 1, {1, 1, 1, 1}, true, false},
+    // 1x1 convs: weights x activations runs transposed (weights the packed B) from 128 input channels
+    // (ResNet-50's bottlenecks; 14-pixel rows and 20 channels give edge tiles and an edge panel), not
+    // below (the run-time transposing pack of the activations would cost more).
+    {"Pointwise128", 2, 128, 20, 5, 14, 1, 1, 1, {0, 0, 0, 0}, true, true},
+    {"Pointwise64", 1, 64, 20, 5, 14, 1, 1, 1, {0, 0, 0, 0}, true, false},
 };
 
 void runConv(const ConvCase& c, int optLevel) {
