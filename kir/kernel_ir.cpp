@@ -419,6 +419,13 @@ ExprId KernelBuilder::reduce(ReduceOp op, const std::vector<ExprId>& vars, ExprI
   return intern(n);
 }
 
+void KernelBuilder::unrollWindow(ExprId reduced) {
+  const ExprNode& n = node(reduced);
+  NNC_CHECK(n.op == ExprOp::ReduceValue, "unrollWindow() of a value that is no reduction");
+  Reduction& r = kernel_.reductions[static_cast<size_t>(n.ival)];
+  r.unroll = r.loop.size() <= kMaxUnrolledWindow;
+}
+
 void KernelBuilder::addStore(int slot, ExprId flatIndex, ExprId value, bool perInner) {
   NNC_CHECK(slot >= 0 && slot < static_cast<int>(kernel_.params.size()), "store to unknown param slot");
   NNC_CHECK(kernel_.params[slot].isOutput, "store to an input param");
@@ -475,6 +482,7 @@ std::string Kernel::str() const {
     os << "  r" << i << " = " << reduceOpName(r.op) << " over " << loopStr(r.loop) << " of e" << r.body
        << (r.selectLastIndex ? " (last)" : "");
     if (r.stashSlot >= 0) os << ", stashed to %" << r.stashSlot << "[e" << r.stashIndex << "]";
+    if (r.unroll) os << " (unrolled)";
     os << "\n";
   }
   if (!inner.extents.empty()) os << "  inner " << loopStr(inner) << "\n";

@@ -58,6 +58,7 @@ struct Loop {
 };
 
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+inline constexpr int64_t kMaxUnrolledWindow = 64;
 const char* reduceOpName(ReduceOp op);
 
 struct Reduction {
@@ -66,6 +67,9 @@ struct Reduction {
   Loop loop;
   ExprId body;
   bool selectLastIndex = false;  // ArgMax/ArgMin tie-break
+  // A small window (a conv's or pool's taps, at most kMaxUnrolledWindow points): targets unroll its
+  // loop fully, so that the loop over output positions around it vectorises.
+  bool unroll = false;
   // Set (kir/stash.h): each body value is also stored to param `stashSlot` at `stashIndex` while
   // the reduction runs, and the inner loop loads it back instead of computing it again.
   int32_t stashSlot = -1;
@@ -221,6 +225,9 @@ class KernelBuilder {
   std::vector<ExprId> reductionVars(const std::vector<int64_t>& extents);
   // Adds a reduction over the loop made by reductionVars(); returns its ReduceValue expression.
   ExprId reduce(ReduceOp op, const std::vector<ExprId>& vars, ExprId body, bool selectLastIndex = false);
+  // Marks the reduction `reduced` (a reduce() result) as a window to unroll (Reduction::unroll) when
+  // its loop has at most kMaxUnrolledWindow points.
+  void unrollWindow(ExprId reduced);
   void addStore(int slot, ExprId flatIndex, ExprId value, bool perInner);
 
   Kernel finish();

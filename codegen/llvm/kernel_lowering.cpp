@@ -149,8 +149,19 @@ class KernelLowering {
                       {"llvm.loop.vectorize.predicate.enable", b_.getTrue()}});
   }
 
+  // Unroll fully (a window's few taps; LLVM's O2 pipeline would leave the loop and so not vectorise
+  // the loop around it).
+  llvm::MDNode* fullUnrollLoop() {
+    llvm::LLVMContext& c = m_.getContext();
+    llvm::MDNode* id = llvm::MDNode::getDistinct(
+        c, {nullptr, llvm::MDNode::get(c, {llvm::MDString::get(c, "llvm.loop.unroll.full")})});
+    id->replaceOperandWith(0, id);
+    return id;
+  }
+
   // A loop nest over `loop` (innermost fastest); extent-1 dims bind their var to 0 without a loop.
-  void emitLoopNest(const kir::Loop& loop, size_t dim, const std::string& name, const std::function<void()>& body) {
+  void emitLoopNest(const kir::Loop& loop, size_t dim, const std::string& name, const std::function<void()>& body,
+                    bool fullyUnroll = false) {
     if (dim == loop.extents.size()) {
       body();
       return;
@@ -158,16 +169,16 @@ class KernelLowering {
     const std::string dimName = name + std::to_string(dim);
     if (loop.extents[dim] == 1) {
       bind(loop.vars[dim], b_.getInt64(0));
-      emitLoopNest(loop, dim + 1, name, body);
+      emitLoopNest(loop, dim + 1, name, body, fullyUnroll);
       return;
     }
     emitLoop(
         b_.getInt64(0), b_.getInt64(loop.extents[dim]),
         [&](Value* i) {
           bind(loop.vars[dim], i);
-          emitLoopNest(loop, dim + 1, name, body);
+          emitLoopNest(loop, dim + 1, name, body, fullyUnroll);
         },
-        dimName);
+        dimName, fullyUnroll ? fullUnrollLoop() : nullptr);
   }
 
   // The innermost outer variable over [lo, hi): one loop, or one per piece of its partition
@@ -1149,55 +1160,58 @@ class KernelLowering {
                           (t == DType::F32 || t == DType::F64);
     llvm::AllocaInst* sawNaN = splitNaN ? entryAlloca(b_.getInt1Ty(), name + ".nan") : nullptr;
     if (splitNaN) b_.CreateStore(b_.getFalse(), sawNaN);
-    emitLoopNest(r.loop, 0, name + ".", [&] {
-      Value* v = value(r.body);
-      if (!v) return;
-      if (r.stashSlot >= 0) emitStore(kir::Store{r.stashSlot, r.stashIndex, r.body, false});
-      Value* cur = b_.CreateLoad(ty, acc);
-      if (splitNaN) {
-        llvm::FastMathFlags fmf;
-        fmf.setNoNaNs();
-        fmf.setNoSignedZeros();
-        Value* next =
-            b_.CreateBinaryIntrinsic(r.op == ReduceOp::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, cur, v);
-        llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
-        b_.CreateStore(next, acc);
-        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(v, v)), sawNaN);
-        return;
-      }
-      if (!isArg) {
-        b_.CreateStore(combine(r.op, t, cur, v), acc);
-        return;
-      }
-      // ArgMax/ArgMin: the first element always wins (so a leading NaN sticks, as in the
-      // interpreter), later ones when strictly better (or equal, with selectLastIndex).
-      Value* flat = b_.getInt64(0);
-      int64_t stride = 1;
-      for (size_t d = r.loop.extents.size(); d-- > 0;) {
-        flat = b_.CreateAdd(flat, b_.CreateMul(value(r.loop.vars[d]), b_.getInt64(stride)));
-        stride *= r.loop.extents[d];
-      }
-      const bool isMax = r.op == ReduceOp::ArgMax;
-      Value* better;
-      if (isFloat(t)) {
-        if (isMax)
-          better = r.selectLastIndex ? b_.CreateFCmpOGE(v, cur) : b_.CreateFCmpOGT(v, cur);
-        else
-          better = r.selectLastIndex ? b_.CreateFCmpOLE(v, cur) : b_.CreateFCmpOLT(v, cur);
-      } else {
-        const bool u = isUnsignedLike(t);
-        if (isMax) {
-          better = r.selectLastIndex ? (u ? b_.CreateICmpUGE(v, cur) : b_.CreateICmpSGE(v, cur))
-                                     : (u ? b_.CreateICmpUGT(v, cur) : b_.CreateICmpSGT(v, cur));
-        } else {
-          better = r.selectLastIndex ? (u ? b_.CreateICmpULE(v, cur) : b_.CreateICmpSLE(v, cur))
-                                     : (u ? b_.CreateICmpULT(v, cur) : b_.CreateICmpSLT(v, cur));
-        }
-      }
-      better = b_.CreateOr(better, b_.CreateICmpEQ(flat, b_.getInt64(0)));
-      b_.CreateStore(b_.CreateSelect(better, v, cur), acc);
-      b_.CreateStore(b_.CreateSelect(better, flat, b_.CreateLoad(b_.getInt64Ty(), bestIndex)), bestIndex);
-    });
+    emitLoopNest(
+        r.loop, 0, name + ".",
+        [&] {
+          Value* v = value(r.body);
+          if (!v) return;
+          if (r.stashSlot >= 0) emitStore(kir::Store{r.stashSlot, r.stashIndex, r.body, false});
+          Value* cur = b_.CreateLoad(ty, acc);
+          if (splitNaN) {
+            llvm::FastMathFlags fmf;
+            fmf.setNoNaNs();
+            fmf.setNoSignedZeros();
+            Value* next = b_.CreateBinaryIntrinsic(
+                r.op == ReduceOp::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, cur, v);
+            llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
+            b_.CreateStore(next, acc);
+            b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(v, v)), sawNaN);
+            return;
+          }
+          if (!isArg) {
+            b_.CreateStore(combine(r.op, t, cur, v), acc);
+            return;
+          }
+          // ArgMax/ArgMin: the first element always wins (so a leading NaN sticks, as in the
+          // interpreter), later ones when strictly better (or equal, with selectLastIndex).
+          Value* flat = b_.getInt64(0);
+          int64_t stride = 1;
+          for (size_t d = r.loop.extents.size(); d-- > 0;) {
+            flat = b_.CreateAdd(flat, b_.CreateMul(value(r.loop.vars[d]), b_.getInt64(stride)));
+            stride *= r.loop.extents[d];
+          }
+          const bool isMax = r.op == ReduceOp::ArgMax;
+          Value* better;
+          if (isFloat(t)) {
+            if (isMax)
+              better = r.selectLastIndex ? b_.CreateFCmpOGE(v, cur) : b_.CreateFCmpOGT(v, cur);
+            else
+              better = r.selectLastIndex ? b_.CreateFCmpOLE(v, cur) : b_.CreateFCmpOLT(v, cur);
+          } else {
+            const bool u = isUnsignedLike(t);
+            if (isMax) {
+              better = r.selectLastIndex ? (u ? b_.CreateICmpUGE(v, cur) : b_.CreateICmpSGE(v, cur))
+                                         : (u ? b_.CreateICmpUGT(v, cur) : b_.CreateICmpSGT(v, cur));
+            } else {
+              better = r.selectLastIndex ? (u ? b_.CreateICmpULE(v, cur) : b_.CreateICmpSLE(v, cur))
+                                         : (u ? b_.CreateICmpULT(v, cur) : b_.CreateICmpSLT(v, cur));
+            }
+          }
+          better = b_.CreateOr(better, b_.CreateICmpEQ(flat, b_.getInt64(0)));
+          b_.CreateStore(b_.CreateSelect(better, v, cur), acc);
+          b_.CreateStore(b_.CreateSelect(better, flat, b_.CreateLoad(b_.getInt64Ty(), bestIndex)), bestIndex);
+        },
+        r.unroll);
     if (isArg) return b_.CreateLoad(b_.getInt64Ty(), bestIndex, name);
     if (splitNaN)
       return b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), sawNaN), llvm::ConstantFP::getNaN(ty),

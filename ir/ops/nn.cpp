@@ -404,6 +404,7 @@ std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
   const ExprId zero = kb.constant(kb.dtypeOf(x), 0);
   ExprId body = kb.mul(kb.select(taps.valid, x, zero), ctx.inputs[1](wi));
   ExprId value = kb.reduce(ReduceOp::Sum, rv, body);
+  kb.unrollWindow(value);
   if (ctx.hasInput(2)) value = kb.add(value, ctx.inputs[2]({m}));
   return single(out, value);
 }
@@ -1073,9 +1074,12 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerPool(PoolKind kind)
       for (int i = 0; i < w.rank(); ++i)
         count = kb.mul(count, includePad ? kb.i64(w.kernel[i]) : tapCount(kb, w, i, o[i], 0, w.in[i]));
       ExprId sum = kb.reduce(ReduceOp::Sum, rv, b);
+      kb.unrollWindow(sum);
       return single(out, kb.div(sum, kb.cast(kb.dtypeOf(sum), count)));
     }
-    std::vector<AnchorOutput> result = single(out, kb.reduce(ReduceOp::Max, rv, b));
+    const ExprId max = kb.reduce(ReduceOp::Max, rv, b);
+    kb.unrollWindow(max);
+    std::vector<AnchorOutput> result = single(out, max);
     if (ctx.node.numOutputs() < 2) return result;
     // Indices: the first maximum's flat position in the input, NCHW order (storage_order 0) or
     // with the spatial dims column-major (storage_order 1), as ONNX defines it.
