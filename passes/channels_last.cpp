@@ -118,43 +118,43 @@ class Rewriter {
     return add(before, OpKind::Reshape, name, {v}, std::move(a));
   }
 
-  // Conv -> Transpose(to NCHW) . channels-last op . Transpose(to NHWC), per the file comment.
-  Status convert(Node* conv, Candidate kind) {
-    Value* x = conv->input(0);
-    Value* w = conv->input(1);
-    Value* b = conv->input(2);
+  // A Conv or pool -> Transpose(to NCHW) . channels-last op . Transpose(to NHWC), per the file comment.
+  Status convert(Node* node, Candidate kind) {
+    Value* x = node->input(0);
+    Value* w = node->input(1);
+    Value* b = node->input(2);
     const int rank = x->shape().rank();
-    const std::string base = conv->name();
+    const std::string base = node->name();
     Value* yl = nullptr;
     Value* xl = nullptr;
     if (kind != Candidate::Head) {
-      NNC_ASSIGN_OR_RETURN(xl, transpose(conv, x, toChannelsLast(rank), base + "_nhwc"));
+      NNC_ASSIGN_OR_RETURN(xl, transpose(node, x, toChannelsLast(rank), base + "_nhwc"));
     }
     if (kind == Candidate::Pool) {
-      Attributes attrs = conv->attrs();
-      attrs.set("mode", std::string(conv->op() == OpKind::MaxPool ? "max" : "average"));
-      NNC_ASSIGN_OR_RETURN(yl, add(conv, OpKind::PoolNhwc, base + "_pool", {xl}, std::move(attrs)));
+      Attributes attrs = node->attrs();
+      attrs.set("mode", std::string(node->op() == OpKind::MaxPool ? "max" : "average"));
+      NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::PoolNhwc, base + "_pool", {xl}, std::move(attrs)));
     } else if (kind == Candidate::Depthwise) {
       // W [C, 1, k...] -> [k..., C].
       const Shape& ws = w->shape();
       std::vector<int64_t> kc(ws.dims().begin() + 2, ws.dims().end());
       kc.insert(kc.begin(), ws[0]);
-      NNC_ASSIGN_OR_RETURN(Value * w3, reshape(conv, w, kc, base + "_weights"));
+      NNC_ASSIGN_OR_RETURN(Value * w3, reshape(node, w, kc, base + "_weights"));
       std::vector<int64_t> perm(static_cast<size_t>(rank) - 1);
       std::iota(perm.begin(), perm.end(), 1);
       perm.back() = 0;  // [1, ..., S, 0]
-      NNC_ASSIGN_OR_RETURN(Value * wl, transpose(conv, w3, perm, base + "_weights_nhwc"));
+      NNC_ASSIGN_OR_RETURN(Value * wl, transpose(node, w3, perm, base + "_weights_nhwc"));
       Attributes attrs;
       for (const char* name : {"strides", "dilations"})
-        if (conv->attrs().has(name)) attrs.set(name, conv->attrs().getInts(name));
+        if (node->attrs().has(name)) attrs.set(name, node->attrs().getInts(name));
       ops::Window win;
-      NNC_RETURN_IF_ERROR(ops::computeWindow(conv->attrs(), ops::spatialDims(x->shape()), ops::spatialDims(ws), &win));
+      NNC_RETURN_IF_ERROR(ops::computeWindow(node->attrs(), ops::spatialDims(x->shape()), ops::spatialDims(ws), &win));
       std::vector<int64_t> pads = win.padBegin;
       pads.insert(pads.end(), win.padEnd.begin(), win.padEnd.end());
       attrs.set("pads", pads);
       std::vector<Value*> ins = {xl, wl};
       if (b) ins.push_back(b);
-      NNC_ASSIGN_OR_RETURN(yl, add(conv, OpKind::DepthwiseConvNhwc, base + "_depthwise", ins, std::move(attrs)));
+      NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::DepthwiseConvNhwc, base + "_depthwise", ins, std::move(attrs)));
     } else if (kind == Candidate::Head) {
       // y[n, p, m] = sum over (c, k) of rows[n, p, c*K + k] * W[m, c*K + k]: the patches of the
       // channel-first input as rows, one per output position.
@@ -162,43 +162,43 @@ class Rewriter {
       const int64_t outChannels = ws[0], products = ws.numel() / ws[0];
       Attributes attrs;
       for (const char* name : {"strides", "pads", "dilations"})
-        if (conv->attrs().has(name)) attrs.set(name, conv->attrs().getInts(name));
-      if (conv->attrs().has("auto_pad")) attrs.set("auto_pad", conv->attrs().getString("auto_pad"));
+        if (node->attrs().has(name)) attrs.set(name, node->attrs().getInts(name));
+      if (node->attrs().has("auto_pad")) attrs.set("auto_pad", node->attrs().getString("auto_pad"));
       attrs.set("kernel_shape", ops::spatialDims(ws));
       attrs.set("patch_rows", int64_t{1});
-      NNC_ASSIGN_OR_RETURN(Value * rows, add(conv, OpKind::Im2Col, base + "_im2col", {x}, std::move(attrs)));
-      NNC_ASSIGN_OR_RETURN(Value * wm, reshape(conv, w, {outChannels, products}, base + "_weights"));
-      NNC_ASSIGN_OR_RETURN(Value * wt, transpose(conv, wm, {1, 0}, base + "_weights_t"));
-      NNC_ASSIGN_OR_RETURN(Value * prod, add(conv, OpKind::MatMul, base + "_gemm", {rows, wt}));
-      std::vector<int64_t> dims = conv->output(0)->shape().dims();
+      NNC_ASSIGN_OR_RETURN(Value * rows, add(node, OpKind::Im2Col, base + "_im2col", {x}, std::move(attrs)));
+      NNC_ASSIGN_OR_RETURN(Value * wm, reshape(node, w, {outChannels, products}, base + "_weights"));
+      NNC_ASSIGN_OR_RETURN(Value * wt, transpose(node, wm, {1, 0}, base + "_weights_t"));
+      NNC_ASSIGN_OR_RETURN(Value * prod, add(node, OpKind::MatMul, base + "_gemm", {rows, wt}));
+      std::vector<int64_t> dims = node->output(0)->shape().dims();
       dims.erase(dims.begin() + 1);
       dims.push_back(outChannels);
-      NNC_ASSIGN_OR_RETURN(yl, reshape(conv, prod, dims, base + "_out"));
+      NNC_ASSIGN_OR_RETURN(yl, reshape(node, prod, dims, base + "_out"));
       if (b) {
-        NNC_ASSIGN_OR_RETURN(yl, add(conv, OpKind::Add, base + "_add_bias", {yl, b}));
+        NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::Add, base + "_add_bias", {yl, b}));
       }
     } else {
       // y[n, p..., m] = sum over c of x[n, p..., c] * W[m, c]: rows are the positions of every image.
       const Shape& xs = xl->shape();
       const int64_t channels = xs[rank - 1], outChannels = w->shape()[0];
       const int64_t rows = xs.numel() / channels;
-      NNC_ASSIGN_OR_RETURN(Value * a, reshape(conv, xl, {rows, channels}, base + "_rows"));
-      NNC_ASSIGN_OR_RETURN(Value * wm, reshape(conv, w, {outChannels, channels}, base + "_weights"));
-      NNC_ASSIGN_OR_RETURN(Value * wt, transpose(conv, wm, {1, 0}, base + "_weights_t"));
-      NNC_ASSIGN_OR_RETURN(Value * prod, add(conv, OpKind::MatMul, base + "_gemm", {a, wt}));
+      NNC_ASSIGN_OR_RETURN(Value * a, reshape(node, xl, {rows, channels}, base + "_rows"));
+      NNC_ASSIGN_OR_RETURN(Value * wm, reshape(node, w, {outChannels, channels}, base + "_weights"));
+      NNC_ASSIGN_OR_RETURN(Value * wt, transpose(node, wm, {1, 0}, base + "_weights_t"));
+      NNC_ASSIGN_OR_RETURN(Value * prod, add(node, OpKind::MatMul, base + "_gemm", {a, wt}));
       std::vector<int64_t> dims(xs.dims().begin(), xs.dims().end() - 1);
       dims.push_back(outChannels);
-      NNC_ASSIGN_OR_RETURN(yl, reshape(conv, prod, dims, base + "_out"));
+      NNC_ASSIGN_OR_RETURN(yl, reshape(node, prod, dims, base + "_out"));
       if (b) {
-        NNC_ASSIGN_OR_RETURN(yl, add(conv, OpKind::Add, base + "_add_bias", {yl, b}));
+        NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::Add, base + "_add_bias", {yl, b}));
       }
     }
-    NNC_ASSIGN_OR_RETURN(Value * y, transpose(conv, yl, inverse(toChannelsLast(rank)), base + "_nchw"));
+    NNC_ASSIGN_OR_RETURN(Value * y, transpose(node, yl, inverse(toChannelsLast(rank)), base + "_nchw"));
     sinkable_.insert(y->producer());
-    if (y->shape() != conv->output(0)->shape() || y->dtype() != conv->output(0)->dtype())
-      return Status::error(conv->diagPrefix() + "internal: channels-last changed the result's type");
-    graph_.replaceAllUsesWith(conv->output(0), y);
-    graph_.eraseNode(conv);
+    if (y->shape() != node->output(0)->shape() || y->dtype() != node->output(0)->dtype())
+      return Status::error(node->diagPrefix() + "internal: channels-last changed the result's type");
+    graph_.replaceAllUsesWith(node->output(0), y);
+    graph_.eraseNode(node);
     return Status::ok();
   }
 
