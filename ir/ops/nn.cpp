@@ -504,6 +504,23 @@ ExprId lowestValue(KernelBuilder& kb, DType t) {
 // row, which is 4 or 8 points deep in a MobileNet). Tap sums are limited to ops::kMaxDepthwiseNhwcTaps
 // terms.
 
+// A channels-last window's taps are unrolled: 1 to ops::kMaxDepthwiseNhwcTaps of them.
+Status checkUnrolledTaps(const std::vector<int64_t>& kernel) {
+  const int64_t taps = saturatingProduct(kernel);
+  if (taps < 1 || taps > ops::kMaxDepthwiseNhwcTaps)
+    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
+                         std::to_string(ops::kMaxDepthwiseNhwcTaps));
+  return Status::ok();
+}
+
+// [N, out..., C] of a channels-last window over x [N, spatial..., C].
+Shape nhwcWindowOutput(const Shape& x, const Window& w) {
+  std::vector<int64_t> out = {x[0]};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  out.push_back(x[x.rank() - 1]);
+  return Shape(out);
+}
+
 Status depthwiseNhwcWindow(const Node& node, Window* w) {
   const Shape& x = node.input(0)->shape();
   const Shape& wt = node.input(1)->shape();
@@ -514,10 +531,7 @@ Status depthwiseNhwcWindow(const Node& node, Window* w) {
                          "] for input " + x.str());
   std::vector<int64_t> in(x.dims().begin() + 1, x.dims().end() - 1);
   std::vector<int64_t> kernel(wt.dims().begin(), wt.dims().end() - 1);
-  const int64_t taps = saturatingProduct(kernel);
-  if (taps < 1 || taps > ops::kMaxDepthwiseNhwcTaps)
-    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
-                         std::to_string(ops::kMaxDepthwiseNhwcTaps));
+  NNC_RETURN_IF_ERROR(checkUnrolledTaps(kernel));
   return computeWindow(node.attrs(), in, kernel, w);
 }
 
@@ -530,10 +544,7 @@ Status inferDepthwiseConvNhwc(InferContext& ctx) {
   const int64_t channels = x[x.rank() - 1];
   if (ctx.hasInput(2) && ctx.inShape(2) != Shape{channels})
     return ctx.error("bias has shape " + ctx.inShape(2).str() + ", expected [" + std::to_string(channels) + "]");
-  std::vector<int64_t> out = {x[0]};
-  out.insert(out.end(), w.out.begin(), w.out.end());
-  out.push_back(channels);
-  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  ctx.setOutput(0, ctx.inType(0), nhwcWindowOutput(x, w));
   return Status::ok();
 }
 
@@ -593,10 +604,7 @@ Status poolNhwcWindow(const Node& node, Window* w) {
   if (static_cast<int>(kernel.size()) != x.rank() - 2)
     return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
                          std::to_string(x.rank() - 2));
-  const int64_t taps = saturatingProduct(kernel);
-  if (taps < 1 || taps > ops::kMaxDepthwiseNhwcTaps)
-    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
-                         std::to_string(ops::kMaxDepthwiseNhwcTaps));
+  NNC_RETURN_IF_ERROR(checkUnrolledTaps(kernel));
   const std::string mode = node.attrs().getString("mode");
   if (mode != "max" && mode != "average") return Status::error("mode is '" + mode + "', expected max or average");
   return computeWindow(node.attrs(), std::vector<int64_t>(x.dims().begin() + 1, x.dims().end() - 1), kernel, w);
@@ -606,11 +614,7 @@ Status inferPoolNhwc(InferContext& ctx) {
   NNC_RETURN_IF_ERROR(requireFloat(ctx, 0));
   Window w;
   if (Status s = poolNhwcWindow(ctx.node(), &w); !s) return ctx.error(s.message());
-  const Shape& x = ctx.inShape(0);
-  std::vector<int64_t> out = {x[0]};
-  out.insert(out.end(), w.out.begin(), w.out.end());
-  out.push_back(x[x.rank() - 1]);
-  ctx.setOutput(0, ctx.inType(0), Shape(out));
+  ctx.setOutput(0, ctx.inType(0), nhwcWindowOutput(ctx.inShape(0), w));
   return Status::ok();
 }
 
