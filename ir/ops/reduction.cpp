@@ -362,7 +362,9 @@ std::vector<AnchorOutput> lowerRow(LowerContext& ctx, RowKind kind) {
     case RowKind::LogSoftmax: {
       ExprId m = fold(ReduceOp::Max, [](ExprId e) { return e; });
       ExprId s = fold(ReduceOp::Sum, [&](ExprId e) { return kb.unary(ExprOp::Exp, kb.sub(e, m)); });
-      value = kind == RowKind::Softmax ? kb.div(kb.unary(ExprOp::Exp, kb.sub(x, m)), s)
+      // Softmax multiplies by 1 / sum, once per row, instead of dividing every element (a vector
+      // division costs several multiplies; the result moves by at most an ulp).
+      value = kind == RowKind::Softmax ? kb.mul(kb.unary(ExprOp::Exp, kb.sub(x, m)), kb.div(kb.constant(ct, 1), s))
                                        : kb.sub(kb.sub(x, m), kb.unary(ExprOp::Log, s));
       break;
     }
