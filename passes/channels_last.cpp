@@ -32,10 +32,10 @@
 #include <numeric>
 #include <set>
 
-#include "ir/builder.h"
 #include "ir/op_registry.h"
 #include "ir/ops/window.h"
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 
 namespace nnc::passes {
 
@@ -100,24 +100,6 @@ class Rewriter {
  public:
   explicit Rewriter(Graph& graph) : graph_(graph) {}
 
-  Expected<Value*> add(Node* before, OpKind op, const std::string& name, std::vector<Value*> inputs,
-                       Attributes attrs = {}) {
-    Node* n = graph_.insertNodeBefore(before, op, graph_.uniqueName(name), std::move(inputs), 1, std::move(attrs));
-    NNC_RETURN_IF_ERROR(inferNode(*n));
-    return n->output(0);
-  }
-  Expected<Value*> transpose(Node* before, Value* v, std::vector<int64_t> perm, const std::string& name) {
-    Attributes a;
-    a.set("perm", std::move(perm));
-    return add(before, OpKind::Transpose, name, {v}, std::move(a));
-  }
-  Expected<Value*> reshape(Node* before, Value* v, std::vector<int64_t> dims, const std::string& name) {
-    if (v->isConstant()) return graph_.addConstant(graph_.uniqueName(name), v->constant().reshaped(Shape(dims)));
-    Attributes a;
-    a.set("shape", std::move(dims));
-    return add(before, OpKind::Reshape, name, {v}, std::move(a));
-  }
-
   // A Conv or pool -> Transpose(to NCHW) . channels-last op . Transpose(to NHWC), per the file comment.
   Status convert(Node* node, Candidate kind) {
     Value* x = node->input(0);
@@ -128,22 +110,22 @@ class Rewriter {
     Value* yl = nullptr;
     Value* xl = nullptr;
     if (kind != Candidate::Head) {
-      NNC_ASSIGN_OR_RETURN(xl, transpose(node, x, toChannelsLast(rank), base + "_nhwc"));
+      NNC_ASSIGN_OR_RETURN(xl, transposeBefore(graph_, node, x, toChannelsLast(rank), base + "_nhwc"));
     }
     if (kind == Candidate::Pool) {
       Attributes attrs = node->attrs();
       attrs.set("mode", std::string(node->op() == OpKind::MaxPool ? "max" : "average"));
-      NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::PoolNhwc, base + "_pool", {xl}, std::move(attrs)));
+      NNC_ASSIGN_OR_RETURN(yl, insertBefore(graph_, node, OpKind::PoolNhwc, base + "_pool", {xl}, std::move(attrs)));
     } else if (kind == Candidate::Depthwise) {
       // W [C, 1, k...] -> [k..., C].
       const Shape& ws = w->shape();
       std::vector<int64_t> kc(ws.dims().begin() + 2, ws.dims().end());
       kc.insert(kc.begin(), ws[0]);
-      NNC_ASSIGN_OR_RETURN(Value * w3, reshape(node, w, kc, base + "_weights"));
+      NNC_ASSIGN_OR_RETURN(Value * w3, reshapeBefore(graph_, node, w, kc, base + "_weights"));
       std::vector<int64_t> perm(static_cast<size_t>(rank) - 1);
       std::iota(perm.begin(), perm.end(), 1);
       perm.back() = 0;  // [1, ..., S, 0]
-      NNC_ASSIGN_OR_RETURN(Value * wl, transpose(node, w3, perm, base + "_weights_nhwc"));
+      NNC_ASSIGN_OR_RETURN(Value * wl, transposeBefore(graph_, node, w3, perm, base + "_weights_nhwc"));
       Attributes attrs;
       for (const char* name : {"strides", "dilations"})
         if (node->attrs().has(name)) attrs.set(name, node->attrs().getInts(name));
@@ -154,46 +136,39 @@ class Rewriter {
       attrs.set("pads", pads);
       std::vector<Value*> ins = {xl, wl};
       if (b) ins.push_back(b);
-      NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::DepthwiseConvNhwc, base + "_depthwise", ins, std::move(attrs)));
-    } else if (kind == Candidate::Head) {
-      // y[n, p, m] = sum over (c, k) of rows[n, p, c*K + k] * W[m, c*K + k]: the patches of the
-      // channel-first input as rows, one per output position.
+      NNC_ASSIGN_OR_RETURN(
+          yl, insertBefore(graph_, node, OpKind::DepthwiseConvNhwc, base + "_depthwise", ins, std::move(attrs)));
+    } else {
+      // y[n, p..., m] = sum over j of rows[n, p..., j] * W[m, j], the positions of every image as rows:
+      // a 1x1 conv's channels-last input (j = c), or a head's patches of its channel-first input as
+      // rows, one per output position (j = c*K + k).
+      Value* rows = nullptr;
       const Shape& ws = w->shape();
       const int64_t outChannels = ws[0], products = ws.numel() / ws[0];
-      Attributes attrs;
-      for (const char* name : {"strides", "pads", "dilations"})
-        if (node->attrs().has(name)) attrs.set(name, node->attrs().getInts(name));
-      if (node->attrs().has("auto_pad")) attrs.set("auto_pad", node->attrs().getString("auto_pad"));
-      attrs.set("kernel_shape", ops::spatialDims(ws));
-      attrs.set("patch_rows", int64_t{1});
-      NNC_ASSIGN_OR_RETURN(Value * rows, add(node, OpKind::Im2Col, base + "_im2col", {x}, std::move(attrs)));
-      NNC_ASSIGN_OR_RETURN(Value * wm, reshape(node, w, {outChannels, products}, base + "_weights"));
-      NNC_ASSIGN_OR_RETURN(Value * wt, transpose(node, wm, {1, 0}, base + "_weights_t"));
-      NNC_ASSIGN_OR_RETURN(Value * prod, add(node, OpKind::MatMul, base + "_gemm", {rows, wt}));
-      std::vector<int64_t> dims = node->output(0)->shape().dims();
+      if (kind == Candidate::Head) {
+        Attributes attrs;
+        for (const char* name : {"strides", "pads", "dilations"})
+          if (node->attrs().has(name)) attrs.set(name, node->attrs().getInts(name));
+        if (node->attrs().has("auto_pad")) attrs.set("auto_pad", node->attrs().getString("auto_pad"));
+        attrs.set("kernel_shape", ops::spatialDims(ws));
+        attrs.set("patch_rows", int64_t{1});
+        NNC_ASSIGN_OR_RETURN(rows, insertBefore(graph_, node, OpKind::Im2Col, base + "_im2col", {x}, std::move(attrs)));
+      } else {
+        NNC_ASSIGN_OR_RETURN(
+            rows, reshapeBefore(graph_, node, xl, {xl->shape().numel() / products, products}, base + "_rows"));
+      }
+      NNC_ASSIGN_OR_RETURN(Value * wm, reshapeBefore(graph_, node, w, {outChannels, products}, base + "_weights"));
+      NNC_ASSIGN_OR_RETURN(Value * wt, transposeBefore(graph_, node, wm, {1, 0}, base + "_weights_t"));
+      NNC_ASSIGN_OR_RETURN(Value * prod, insertBefore(graph_, node, OpKind::MatMul, base + "_gemm", {rows, wt}));
+      std::vector<int64_t> dims = node->output(0)->shape().dims();  // [N, M, out...] -> [N, out..., M]
       dims.erase(dims.begin() + 1);
       dims.push_back(outChannels);
-      NNC_ASSIGN_OR_RETURN(yl, reshape(node, prod, dims, base + "_out"));
+      NNC_ASSIGN_OR_RETURN(yl, reshapeBefore(graph_, node, prod, dims, base + "_out"));
       if (b) {
-        NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::Add, base + "_add_bias", {yl, b}));
-      }
-    } else {
-      // y[n, p..., m] = sum over c of x[n, p..., c] * W[m, c]: rows are the positions of every image.
-      const Shape& xs = xl->shape();
-      const int64_t channels = xs[rank - 1], outChannels = w->shape()[0];
-      const int64_t rows = xs.numel() / channels;
-      NNC_ASSIGN_OR_RETURN(Value * a, reshape(node, xl, {rows, channels}, base + "_rows"));
-      NNC_ASSIGN_OR_RETURN(Value * wm, reshape(node, w, {outChannels, channels}, base + "_weights"));
-      NNC_ASSIGN_OR_RETURN(Value * wt, transpose(node, wm, {1, 0}, base + "_weights_t"));
-      NNC_ASSIGN_OR_RETURN(Value * prod, add(node, OpKind::MatMul, base + "_gemm", {a, wt}));
-      std::vector<int64_t> dims(xs.dims().begin(), xs.dims().end() - 1);
-      dims.push_back(outChannels);
-      NNC_ASSIGN_OR_RETURN(yl, reshape(node, prod, dims, base + "_out"));
-      if (b) {
-        NNC_ASSIGN_OR_RETURN(yl, add(node, OpKind::Add, base + "_add_bias", {yl, b}));
+        NNC_ASSIGN_OR_RETURN(yl, insertBefore(graph_, node, OpKind::Add, base + "_add_bias", {yl, b}));
       }
     }
-    NNC_ASSIGN_OR_RETURN(Value * y, transpose(node, yl, inverse(toChannelsLast(rank)), base + "_nchw"));
+    NNC_ASSIGN_OR_RETURN(Value * y, transposeBefore(graph_, node, yl, inverse(toChannelsLast(rank)), base + "_nchw"));
     sinkable_.insert(y->producer());
     if (y->shape() != node->output(0)->shape() || y->dtype() != node->output(0)->dtype())
       return Status::error(node->diagPrefix() + "internal: channels-last changed the result's type");
@@ -242,8 +217,8 @@ class Rewriter {
         // Broadcast to the result's rank, then the inverse transpose (folded when constant).
         std::vector<int64_t> dims(static_cast<size_t>(rank - v->shape().rank()), 1);
         dims.insert(dims.end(), v->shape().dims().begin(), v->shape().dims().end());
-        NNC_ASSIGN_OR_RETURN(Value * full, reshape(n, v, dims, v->name() + "_rank"));
-        NNC_ASSIGN_OR_RETURN(Value * moved, transpose(n, full, q, v->name() + "_nhwc"));
+        NNC_ASSIGN_OR_RETURN(Value * full, reshapeBefore(graph_, n, v, dims, v->name() + "_rank"));
+        NNC_ASSIGN_OR_RETURN(Value * moved, transposeBefore(graph_, n, full, q, v->name() + "_nhwc"));
         inputs.push_back(moved);
       }
     }
@@ -253,8 +228,8 @@ class Rewriter {
       if (axis < 0) axis += rank;
       attrs.set("axis", p[static_cast<size_t>(axis)]);  // the result's axis a is the input's axis p[a]
     }
-    NNC_ASSIGN_OR_RETURN(Value * inner, add(n, n->op(), n->name(), inputs, std::move(attrs)));
-    NNC_ASSIGN_OR_RETURN(Value * out, transpose(n, inner, p, n->name() + "_nchw"));
+    NNC_ASSIGN_OR_RETURN(Value * inner, insertBefore(graph_, n, n->op(), n->name(), inputs, std::move(attrs)));
+    NNC_ASSIGN_OR_RETURN(Value * out, transposeBefore(graph_, n, inner, p, n->name() + "_nchw"));
     sinkable_.insert(out->producer());
     if (out->shape() != y->shape() || out->dtype() != y->dtype())
       return Status::error(n->diagPrefix() + "internal: channels-last changed the result's type");

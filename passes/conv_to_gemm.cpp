@@ -17,20 +17,11 @@
 #include "ir/builder.h"
 #include "ir/ops/window.h"
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 
 namespace nnc::passes {
 
 namespace {
-
-// `v` with shape `dims`: a reshaped constant, or a Reshape node inserted before `before`.
-Expected<Value*> reshape(Graph& graph, Node* before, Value* v, std::vector<int64_t> dims, const std::string& name) {
-  if (v->isConstant()) return graph.addConstant(graph.uniqueName(name), v->constant().reshaped(Shape(dims)));
-  Attributes attrs;
-  attrs.set("shape", dims);
-  Node* n = graph.insertNodeBefore(before, OpKind::Reshape, graph.uniqueName(name), {v}, 1, std::move(attrs));
-  NNC_RETURN_IF_ERROR(inferNode(*n));
-  return n->output(0);
-}
 
 // Replaces the (de)convolution `conv` by `result` plus its bias (input 2, one per output channel,
 // added as [M, 1, ...] over the spatial dims), checking that the type did not change.
@@ -39,10 +30,8 @@ Status replaceWith(Graph& graph, Node* conv, Value* result) {
   if (Value* bias = conv->input(2)) {
     std::vector<int64_t> column(static_cast<size_t>(y->shape().rank()) - 1, 1);
     column[0] = y->shape()[1];
-    NNC_ASSIGN_OR_RETURN(Value * b, reshape(graph, conv, bias, column, conv->name() + "_bias"));
-    Node* add = graph.insertNodeBefore(conv, OpKind::Add, graph.uniqueName(conv->name() + "_add_bias"), {result, b}, 1);
-    NNC_RETURN_IF_ERROR(inferNode(*add));
-    result = add->output(0);
+    NNC_ASSIGN_OR_RETURN(Value * b, reshapeBefore(graph, conv, bias, column, conv->name() + "_bias"));
+    NNC_ASSIGN_OR_RETURN(result, insertBefore(graph, conv, OpKind::Add, conv->name() + "_add_bias", {result, b}));
   }
   if (result->shape() != y->shape() || result->dtype() != y->dtype())
     return Status::error(conv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
@@ -80,7 +69,7 @@ Status rewrite(Graph& graph, Node* conv) {
 
   Value* cols = nullptr;
   if (ops::isPointwiseConv(*conv)) {
-    NNC_ASSIGN_OR_RETURN(cols, reshape(graph, conv, x, {xs[0], xs[1], positions}, base + "_cols"));
+    NNC_ASSIGN_OR_RETURN(cols, reshapeBefore(graph, conv, x, {xs[0], xs[1], positions}, base + "_cols"));
   } else {
     // The Conv's own window attributes (strides, pads, dilations, auto_pad) and its kernel shape.
     Attributes attrs;
@@ -88,21 +77,17 @@ Status rewrite(Graph& graph, Node* conv) {
       if (conv->attrs().has(name)) attrs.set(name, conv->attrs().getInts(name));
     if (conv->attrs().has("auto_pad")) attrs.set("auto_pad", conv->attrs().getString("auto_pad"));
     attrs.set("kernel_shape", std::vector<int64_t>(ws.dims().begin() + 2, ws.dims().end()));
-    Node* im2col =
-        graph.insertNodeBefore(conv, OpKind::Im2Col, graph.uniqueName(base + "_im2col"), {x}, 1, std::move(attrs));
-    NNC_RETURN_IF_ERROR(inferNode(*im2col));
-    cols = im2col->output(0);
+    NNC_ASSIGN_OR_RETURN(cols, insertBefore(graph, conv, OpKind::Im2Col, base + "_im2col", {x}, std::move(attrs)));
   }
   const int64_t groups = conv->attrs().getInt("group");
   std::vector<int64_t> weightDims = {ws[0], ws[1] * taps};
   if (groups > 1) {
-    NNC_ASSIGN_OR_RETURN(cols, reshape(graph, conv, cols, {groups, ws[1] * taps, positions}, base + "_groups"));
+    NNC_ASSIGN_OR_RETURN(cols, reshapeBefore(graph, conv, cols, {groups, ws[1] * taps, positions}, base + "_groups"));
     weightDims = {groups, ws[0] / groups, ws[1] * taps};
   }
-  NNC_ASSIGN_OR_RETURN(Value * weights, reshape(graph, conv, w, weightDims, base + "_weights"));
-  Node* gemm = graph.insertNodeBefore(conv, OpKind::MatMul, graph.uniqueName(base + "_gemm"), {weights, cols}, 1);
-  NNC_RETURN_IF_ERROR(inferNode(*gemm));
-  NNC_ASSIGN_OR_RETURN(Value * result, reshape(graph, conv, gemm->output(0), ys.dims(), base + "_out"));
+  NNC_ASSIGN_OR_RETURN(Value * weights, reshapeBefore(graph, conv, w, weightDims, base + "_weights"));
+  NNC_ASSIGN_OR_RETURN(Value * gemm, insertBefore(graph, conv, OpKind::MatMul, base + "_gemm", {weights, cols}));
+  NNC_ASSIGN_OR_RETURN(Value * result, reshapeBefore(graph, conv, gemm, ys.dims(), base + "_out"));
   return replaceWith(graph, conv, result);
 }
 
@@ -128,16 +113,10 @@ Status rewriteConvTranspose(Graph& graph, Node* deconv) {
   const int64_t taps = saturatingProduct(geo.kernel), positions = saturatingProduct(geo.in);
   const int64_t outChannels = ws[1];
   const std::string base = deconv->name();
-  NNC_ASSIGN_OR_RETURN(Value * rows, reshape(graph, deconv, x, {xs[0], xs[1], positions}, base + "_rows"));
-  NNC_ASSIGN_OR_RETURN(Value * flatW, reshape(graph, deconv, w, {ws[0], outChannels * taps}, base + "_weights"));
-  Attributes perm;
-  perm.set("perm", std::vector<int64_t>{1, 0});
-  Node* wt = graph.insertNodeBefore(deconv, OpKind::Transpose, graph.uniqueName(base + "_weights_t"), {flatW}, 1,
-                                    std::move(perm));
-  NNC_RETURN_IF_ERROR(inferNode(*wt));
-  Node* gemm =
-      graph.insertNodeBefore(deconv, OpKind::MatMul, graph.uniqueName(base + "_gemm"), {wt->output(0), rows}, 1);
-  NNC_RETURN_IF_ERROR(inferNode(*gemm));
+  NNC_ASSIGN_OR_RETURN(Value * rows, reshapeBefore(graph, deconv, x, {xs[0], xs[1], positions}, base + "_rows"));
+  NNC_ASSIGN_OR_RETURN(Value * flatW, reshapeBefore(graph, deconv, w, {ws[0], outChannels * taps}, base + "_weights"));
+  NNC_ASSIGN_OR_RETURN(Value * wt, transposeBefore(graph, deconv, flatW, {1, 0}, base + "_weights_t"));
+  NNC_ASSIGN_OR_RETURN(Value * gemm, insertBefore(graph, deconv, OpKind::MatMul, base + "_gemm", {wt, rows}));
   Attributes attrs;
   attrs.set("image_shape", geo.out);
   attrs.set("blocks", geo.in);
@@ -145,10 +124,9 @@ Status rewriteConvTranspose(Graph& graph, Node* deconv) {
   attrs.set("strides", geo.strides);
   attrs.set("dilations", geo.dilations);
   attrs.set("pads_begin", geo.padBegin);
-  Node* col2im = graph.insertNodeBefore(deconv, OpKind::Col2Im, graph.uniqueName(base + "_col2im"), {gemm->output(0)},
-                                        1, std::move(attrs));
-  NNC_RETURN_IF_ERROR(inferNode(*col2im));
-  return replaceWith(graph, deconv, col2im->output(0));
+  NNC_ASSIGN_OR_RETURN(Value * summed,
+                       insertBefore(graph, deconv, OpKind::Col2Im, base + "_col2im", {gemm}, std::move(attrs)));
+  return replaceWith(graph, deconv, summed);
 }
 
 }  // namespace

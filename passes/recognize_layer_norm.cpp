@@ -16,6 +16,7 @@
 
 #include "ir/builder.h"
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 
 namespace nnc::passes {
 
@@ -138,12 +139,11 @@ Expected<bool> rewriteAt(Graph& graph, Node* sub) {
   attrs.set("epsilon", *eps);
   std::vector<Value*> inputs = {x, gamma};
   if (beta) inputs.push_back(beta);
-  Node* norm = graph.insertNodeBefore(last, OpKind::LayerNormalization, graph.uniqueName(last->name()), inputs, 1,
-                                      std::move(attrs));
-  NNC_RETURN_IF_ERROR(inferNode(*norm));
-  if (norm->output(0)->shape() != last->output(0)->shape() || norm->output(0)->dtype() != last->output(0)->dtype())
+  NNC_ASSIGN_OR_RETURN(Value * norm,
+                       insertBefore(graph, last, OpKind::LayerNormalization, last->name(), inputs, std::move(attrs)));
+  if (norm->shape() != last->output(0)->shape() || norm->dtype() != last->output(0)->dtype())
     return Status::error(last->diagPrefix() + "internal: recognize-layer-norm changed the result's type");
-  graph.replaceAllUsesWith(last->output(0), norm->output(0));
+  graph.replaceAllUsesWith(last->output(0), norm);
   return true;  // the decomposed nodes are now dead (DCE)
 }
 

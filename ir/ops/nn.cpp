@@ -597,17 +597,11 @@ std::vector<AnchorOutput> lowerDepthwiseConvNhwc(LowerContext& ctx) {
 // attributes; taps unrolled and vectorised over the channels like DepthwiseConvNhwc.
 
 Status poolNhwcWindow(const Node& node, Window* w) {
-  const Shape& x = node.input(0)->shape();
-  if (x.rank() < 3)
-    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, spatial..., C)");
-  const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
-  if (static_cast<int>(kernel.size()) != x.rank() - 2)
-    return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
-                         std::to_string(x.rank() - 2));
-  NNC_RETURN_IF_ERROR(checkUnrolledTaps(kernel));
+  NNC_RETURN_IF_ERROR(ops::kernelShapeWindow(node, w, /*channelsLast=*/true));
+  NNC_RETURN_IF_ERROR(checkUnrolledTaps(w->kernel));
   const std::string mode = node.attrs().getString("mode");
   if (mode != "max" && mode != "average") return Status::error("mode is '" + mode + "', expected max or average");
-  return computeWindow(node.attrs(), std::vector<int64_t>(x.dims().begin() + 1, x.dims().end() - 1), kernel, w);
+  return Status::ok();
 }
 
 Status inferPoolNhwc(InferContext& ctx) {

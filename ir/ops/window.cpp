@@ -128,15 +128,18 @@ ExprId tapCount(KernelBuilder& kb, const Window& w, int i, ExprId o, int64_t lo,
   return kb.max(kb.i64(0), kb.add(kb.sub(kmax, kmin), kb.i64(1)));
 }
 
-Status kernelShapeWindow(const Node& node, Window* w) {
+Status kernelShapeWindow(const Node& node, Window* w, bool channelsLast) {
   const Shape& x = node.input(0)->shape();
   if (x.rank() < 3)
-    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, C, spatial...)");
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 " +
+                         (channelsLast ? "(N, spatial..., C)" : "(N, C, spatial...)"));
   const std::vector<int64_t>& kernel = node.attrs().getInts("kernel_shape");
   if (static_cast<int>(kernel.size()) != x.rank() - 2)
     return Status::error("kernel_shape has " + std::to_string(kernel.size()) + " values, expected " +
                          std::to_string(x.rank() - 2) + " for a " + std::to_string(x.rank()) + "-D input");
-  return computeWindow(node.attrs(), spatialDims(x), kernel, w);
+  const std::vector<int64_t> spatial =
+      channelsLast ? std::vector<int64_t>(x.dims().begin() + 1, x.dims().end() - 1) : spatialDims(x);
+  return computeWindow(node.attrs(), spatial, kernel, w);
 }
 
 bool isPointwiseConv(const Node& conv) {

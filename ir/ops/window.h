@@ -41,9 +41,10 @@ std::vector<AttrSpec> windowAttrs();
 // auto_pad and (for pools) ceil_mode. Messages carry no node prefix.
 Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vector<int64_t> kernel, Window* w);
 
-// The window of a node whose input 0 is [N, C, spatial...] and whose kernel_shape attribute gives the
-// window (the pools, Im2Col). Messages carry no node prefix.
-Status kernelShapeWindow(const Node& node, Window* w);
+// The window of a node whose input 0 is [N, C, spatial...] (or, channelsLast, [N, spatial..., C]) and
+// whose kernel_shape attribute gives the window (the pools, Im2Col, PoolNhwc). Messages carry no node
+// prefix.
+Status kernelShapeWindow(const Node& node, Window* w, bool channelsLast = false);
 
 // A Conv whose kernel is 1 along every spatial axis, with unit strides and no padding: a GEMM over the
 // channels at every position (no Im2Col needed).

@@ -229,12 +229,6 @@ TEST(CompileJit, WrongInputsAreRejectedByTheHandle) {
   EXPECT_FALSE(badShape.isOk());
 }
 
-}  // namespace
-}  // namespace nnc::testing
-
-namespace nnc::testing {
-namespace {
-
 // A group ending in a Reshape (a Concat feeding a 1x1 conv's GEMM reshape) walks the shape before the
 // Reshape, so its indices need no division: the kernel is the concatenation at memory speed.
 TEST(CompileJit, AGroupEndingInAReshapeWalksTheShapeBeforeIt) {
@@ -257,12 +251,6 @@ TEST(CompileJit, AGroupEndingInAReshapeWalksTheShapeBeforeIt) {
   for (int64_t i = 0; i < 175; ++i)  // channels 0-2 from a, 3-4 from b, each 35 elements
     ASSERT_EQ((*out)[0].getDouble(i), i < 105 ? in[0].getDouble(i) : in[1].getDouble(i - 105)) << i;
 }
-
-}  // namespace
-}  // namespace nnc::testing
-
-namespace nnc::testing {
-namespace {
 
 // A window's taps (a 7x7 depthwise conv: 49) are a reduction marked for full unrolling, so LLVM's O2
 // pipeline vectorises the loop over output positions around them (left rolled, it ran 15x slower).
