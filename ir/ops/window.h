@@ -14,8 +14,9 @@ namespace nnc::ops {
 // (out - 1) * s) then stays far inside int64 for any dim up to kMaxElements.
 inline constexpr int64_t kMaxWindowValue = INT32_MAX;
 
-// The most taps a DepthwiseConvNhwc unrolls into one sum per output element (7x7 is 49).
-inline constexpr int64_t kMaxDepthwiseNhwcTaps = 64;
+// The most taps a DepthwiseConvNhwc or PoolNhwc unrolls into one sum per output element (7x7 is 49):
+// the same bound as a window reduction the CPU backend unrolls.
+inline constexpr int64_t kMaxDepthwiseNhwcTaps = kir::kMaxUnrolledWindow;
 
 struct Window {
   std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
