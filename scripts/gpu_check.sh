@@ -51,28 +51,36 @@ is_system_lib() {
   return 1
 }
 
+# prepare [BUILD_DIR]: with BUILD_DIR (an existing Release build, e.g. build/), packs that build
+# instead of configuring build-gpucheck from scratch: minutes saved when the GPU lease is waiting.
 prepare() {
   command -v cmake >/dev/null || die "cmake not found"
-  cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "configure failed"
-  cmake --build "$BUILD" --target nnc nnc_cuda_tests -j"${JOBS:-2}" || die "build failed"
-  [ -x "$BUILD/tests/nnc_cuda_tests" ] || die "nnc_cuda_tests was not built: is the CUDA toolkit's NVRTC installed?"
+  local from=$BUILD
+  if [ -n "${1:-}" ]; then
+    from=$(cd "$1" && pwd) || die "no build directory $1"
+    grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$from/CMakeCache.txt" || die "$from is not a Release build"
+  else
+    cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "configure failed"
+  fi
+  cmake --build "$from" --target nnc nnc_cuda_tests -j"${JOBS:-2}" || die "build failed"
+  [ -x "$from/tests/nnc_cuda_tests" ] || die "nnc_cuda_tests was not built: is the CUDA toolkit's NVRTC installed?"
   local stage
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' RETURN
   mkdir -p "$stage/$BUILD_NAME/tools" "$stage/$BUILD_NAME/tests" "$stage/$BUILD_NAME/runtime" "$stage/libs"
-  cp "$BUILD/tools/nnc" "$stage/$BUILD_NAME/tools/"
-  cp "$BUILD/tests/nnc_cuda_tests" "$stage/$BUILD_NAME/tests/"
+  cp "$from/tools/nnc" "$stage/$BUILD_NAME/tools/"
+  cp "$from/tests/nnc_cuda_tests" "$stage/$BUILD_NAME/tests/"
   # compileToSharedLibrary links model.so files from these archives (absolute paths compiled in).
-  cp "$BUILD"/runtime/*.a "$stage/$BUILD_NAME/runtime/"
+  cp "$from"/runtime/*.a "$stage/$BUILD_NAME/runtime/"
   strip --strip-unneeded "$stage/$BUILD_NAME/tools/nnc" "$stage/$BUILD_NAME/tests/nnc_cuda_tests" || true
-  for bin in "$BUILD/tools/nnc" "$BUILD/tests/nnc_cuda_tests"; do
+  for bin in "$from/tools/nnc" "$from/tests/nnc_cuda_tests"; do
     ldd "$bin" | awk '/=>/ { print $1, $3 }' | while read -r name path; do
       is_system_lib "$name" && continue
       [ -f "$path" ] && cp -L "$path" "$stage/libs/$name"
     done
   done
   # Where the archives were built, so that `run` can recreate that path if the copy lives elsewhere.
-  echo "$BUILD" >"$stage/build_path.txt"
+  echo "$from" >"$stage/build_path.txt"
   mkdir -p "$BUNDLE_DIR"
   grep -qx '/.gpucheck/' "$REPO/.git/info/exclude" 2>/dev/null || echo '/.gpucheck/' >>"$REPO/.git/info/exclude"
   tar -C "$stage" -cJf "$BUNDLE" . || die "cannot write $BUNDLE"
@@ -87,25 +95,67 @@ FAILED=0
 
 note() { echo "$*" | tee -a "$REPORT"; }
 
-# stage NAME COMMAND...: runs a stage, logs it to $OUT/NAME.log, records pass/fail in the report.
+# stage NAME LIMIT_S COMMAND...: runs a stage under a time limit, logs it to $OUT/NAME.log and
+# records pass/fail in the report. Stages may run in the background: failure is read back from the
+# report at the end, not from a variable a subshell would lose.
 stage() {
-  local name=$1
-  shift
+  local name=$1 limit=$2
+  shift 2
   local log="$OUT/$name.log"
   local start=$SECONDS
-  "$@" >"$log" 2>&1
+  if [ "$SECONDS" -ge "$DEADLINE" ]; then
+    note "- $name: FAILED, not started (the run's ${BUDGET_S} s budget was spent)"
+    return 1
+  fi
+  local left=$((DEADLINE - SECONDS))
+  [ "$limit" -gt "$left" ] && limit=$left
+  # Through bash so that a shell function (sharded_test, exported) runs under the limit too.
+  timeout --kill-after=10 "$limit" bash -c '"$@"' _ "$@" >"$log" 2>&1
   local rc=$?
   local summary
-  summary=$(grep -E '[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped|^\[  (PASSED|FAILED|SKIPPED) \]|ERROR SUMMARY' "$log" |
+  summary=$(grep -E '[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped|^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+ test|ERROR SUMMARY' "$log" |
     head -5 | tr '\n' ';')
   if [ $rc -eq 0 ]; then
     note "- $name: ok ($((SECONDS - start)) s) $summary"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    note "- $name: FAILED, stopped at its ${limit} s limit ($summary) (log: $name.log)"
   else
     note "- $name: FAILED, exit $rc ($((SECONDS - start)) s) $summary (log: $name.log)"
-    FAILED=1
   fi
   return $rc
 }
+
+# sharded_test NAME SHARDS NNC_TEST_ARGS...: `nnc test` in SHARDS processes at once (NVRTC
+# compiles on the CPU: one process would leave 15 of 16 cores idle), one log and passing list per
+# shard, then the sums and the merged passing list, as one stage.
+sharded_test() {
+  local name=$1 shards=$2
+  shift 2
+  local k pids=()
+  merge() {
+    grep -hvE '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT"/.$name.*.log
+    awk '/^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $1; f += $3; s += $5; n++ }
+         END { printf "%d passed, %d failed, %d skipped (%d of '"$shards"' shards finished)\n", p, f, s, n }' \
+      "$OUT"/.$name.*.log
+    cat "$OUT"/.$name.*.pass 2>/dev/null | sort -u >"$OUT/cuda_passing_$name.txt"
+    rm -f "$OUT"/.$name.*
+  }
+  trap 'merge; exit 124' TERM
+  for ((k = 0; k < shards; k++)); do
+    "$NNC" test --shard=$k/$shards --write-passing="$OUT/.$name.$k.pass" "$@" >"$OUT/.$name.$k.log" 2>&1 &
+    pids+=($!)
+  done
+  local rc=0 pid
+  # Exit 1 is "some cases failed" (counted in the summary); anything else is a broken shard.
+  for pid in "${pids[@]}"; do
+    wait "$pid"
+    local r=$?
+    [ $r -gt 1 ] && rc=$r
+  done
+  merge
+  return $rc
+}
+export -f sharded_test
 
 unpack() {
   if [ -f "$BUNDLE" ]; then
@@ -142,8 +192,16 @@ run() {
   mkdir -p "$OUT"
   REPORT="$OUT/gpu_report.md"
   : >"$REPORT"
+  # A lease is short (15 minutes of device time, the machine's start included): every stage runs
+  # under a limit and the whole run under BUDGET_S, so that the report always comes back.
+  BUDGET_S=${BUDGET_S:-500}
+  DEADLINE=$((SECONDS + BUDGET_S))
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 4)
+  [ "$jobs" -gt 16 ] && jobs=16
   unpack
-  local NNC="$BUILD/tools/nnc"
+  NNC="$BUILD/tools/nnc"
+  export NNC OUT
   cd "$REPO" || die "cannot enter $REPO"
   NNC_CACHE_DIR=$(mktemp -d)  # a fresh kernel cache: every kernel really compiled on this machine
   export NNC_CACHE_DIR
@@ -151,82 +209,100 @@ run() {
   note "# nnc CUDA target: GPU check"
   note ""
   note "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  note "- commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown) (working tree may differ)"
+  note "- commit: ${GPU_CHECK_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)} (working tree may differ)"
   note "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
+  note "- host: $(nproc) cores; budget ${BUDGET_S} s; conformance in $((jobs / 2)) shards per level"
   note "- compute-sanitizer: $(command -v compute-sanitizer || echo 'not found')"
   note ""
   note "## Stages"
 
-  # The real models, generated with this machine's torch (the reference is ONNX Runtime's output).
-  local models="$BUILD/models"
+  # The real models, generated with this machine's torch (the reference is ONNX Runtime's output),
+  # in the background while the unit tests and the conformance suites run.
+  local models="$BUILD/models" models_pid=""
   if [ ! -d "$models/model_mlp" ]; then
     # Without the bundled libraries: python3 and torch bring their own.
-    stage make_models env -u LD_LIBRARY_PATH python3 - "$models" <<'EOF'
+    stage make_models 240 env -u LD_LIBRARY_PATH python3 -c '
 import sys
 sys.path.insert(0, "tests/models")
 import make_models
 make_models.TORCH_PYTHON = sys.executable  # the python3 that has torch here
-sys.exit(make_models.main(sys.argv[1]))
-EOF
+sys.exit(make_models.main(sys.argv[1]))' "$models" &
+    models_pid=$!
   fi
 
   # Unit, emitter, NVRTC and GPU tests; a GPU test that skips would mean the device was not usable.
-  stage cuda_tests "$BUILD/tests/nnc_cuda_tests" --gtest_output="xml:$OUT/cuda_tests.xml"
-  if grep -q 'no CUDA driver/GPU' "$OUT/cuda_tests.log"; then
-    note "- cuda_tests: GPU tests SKIPPED for want of a device: $(grep -m1 -o 'no CUDA driver/GPU: .*' "$OUT/cuda_tests.log")"
-    FAILED=1
-  fi
-
-  # Conformance, at -O0 and -O2 (the CPU suites' cases; the CPU ratchet lists are not applied).
-  local onnx_node
-  onnx_node=$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))" 2>/dev/null)
-  for level in 0 2; do
-    local suites=()
-    [ -d "$onnx_node" ] && suites+=("$onnx_node")
-    for d in /usr/share/libonnx-testdata/data/pytorch-converted /usr/share/libonnx-testdata/data/pytorch-operator; do
-      [ -d "$d" ] && suites+=("$d")
-    done
-    if [ ${#suites[@]} -eq 0 ]; then
-      note "- conformance_O$level: SKIPPED (no ONNX backend test data: is the onnx package installed?)"
-      FAILED=1
-      continue
+  (
+    stage cuda_tests 240 "$BUILD/tests/nnc_cuda_tests" --gtest_output="xml:$OUT/cuda_tests.xml"
+    if grep -q 'no CUDA driver/GPU' "$OUT/cuda_tests.log"; then
+      note "- cuda_tests: FAILED: GPU tests SKIPPED for want of a device: $(grep -m1 -o 'no CUDA driver/GPU: .*' "$OUT/cuda_tests.log")"
     fi
-    stage "conformance_O$level" "$NNC" test --target=cuda -O$level --write-passing="$OUT/cuda_passing_O$level.txt" \
-      "${suites[@]}"
-  done
+  ) &
+  local tests_pid=$!
 
-  # The real models against ONNX Runtime, fp32 within rtol 1e-4 / atol 1e-5, at -O0 and -O2.
-  if [ -d "$models" ]; then
+  # Conformance, at -O0 and -O2 at once (the CPU suites' cases; the CPU ratchet lists are not
+  # applied: the counts and the passing lists are the result). A case that fails is a finding, not
+  # a failed stage; a shard that crashes or runs out of time is.
+  local onnx_node suites=()
+  onnx_node=$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))" 2>/dev/null)
+  [ -d "$onnx_node" ] && suites+=("$onnx_node")
+  for d in /usr/share/libonnx-testdata/data/pytorch-converted /usr/share/libonnx-testdata/data/pytorch-operator; do
+    [ -d "$d" ] && suites+=("$d")
+  done
+  if [ ${#suites[@]} -eq 0 ]; then
+    note "- conformance: FAILED, not run (no ONNX backend test data: is the onnx package installed?)"
+  else
+    local level pids=()
     for level in 0 2; do
-      stage "models_O$level" "$NNC" test --target=cuda -O$level --rtol=1e-4 --atol=1e-5 "$models"
+      stage "conformance_O$level" 240 sharded_test "O$level" $((jobs / 2)) --target=cuda -O$level "${suites[@]}" &
+      pids+=($!)
     done
+    wait "${pids[@]}"
+  fi
+  wait "$tests_pid"
+  [ -n "$models_pid" ] && wait "$models_pid"
+
+  # The real models against ONNX Runtime, fp32 within rtol 1e-4 / atol 1e-5, at -O0 and -O2; then the
+  # sanitizers over them; then speed.
+  if [ -d "$models/model_mlp" ]; then
+    local pids=()
+    for level in 0 2; do
+      stage "models_O$level" 120 "$NNC" test --target=cuda -O$level --rtol=1e-4 --atol=1e-5 "$models" &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
     if command -v compute-sanitizer >/dev/null; then
+      pids=()
       for tool in memcheck racecheck; do
-        stage "sanitizer_$tool" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-          "$NNC" test --target=cuda -O2 --rtol=1e-4 --atol=1e-5 "$models"
+        stage "sanitizer_$tool" 150 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+          "$NNC" test --target=cuda -O2 --rtol=1e-4 --atol=1e-5 "$models" &
+        pids+=($!)
       done
+      wait "${pids[@]}"
     else
       note "- compute-sanitizer: not found; memcheck/racecheck did not run"
     fi
     # Speed: nnc eager/fused (with and without CUDA Graphs) beside PyTorch eager and torch.compile.
     if env -u LD_LIBRARY_PATH python3 -c "import torch, onnx" 2>/dev/null; then
-      stage gpu_bench env -u LD_LIBRARY_PATH NNC_LD_LIBRARY_PATH="$LD_LIBRARY_PATH" python3 bench/gpu_bench.py \
+      stage gpu_bench 150 env -u LD_LIBRARY_PATH NNC_LD_LIBRARY_PATH="$LD_LIBRARY_PATH" python3 bench/gpu_bench.py \
         --nnc "$NNC" --models "$models" --out "$OUT"
     else
-      note "- gpu_bench: SKIPPED (python3 lacks torch or onnx)"
+      note "- gpu_bench: FAILED, not run (python3 lacks torch or onnx)"
     fi
   else
-    note "- models: SKIPPED (no real models in $models)"
-    FAILED=1
+    note "- models: FAILED, not run (no real models in $models)"
   fi
 
   note ""
-  if [ $FAILED -eq 0 ]; then note "Result: all stages passed."; else note "Result: some stages FAILED or were skipped (see above)."; fi
-  return $FAILED
+  if grep -q 'FAILED' "$REPORT"; then
+    note "Result: some stages FAILED or did not run (see above)."
+    return 1
+  fi
+  note "Result: all stages passed."
+  return 0
 }
 
 case "${1:-}" in
-  prepare) prepare ;;
+  prepare) prepare "${2:-}" ;;
   run) run ;;
   *)
     echo "usage: scripts/gpu_check.sh prepare   (build machine)  |  OUT=DIR scripts/gpu_check.sh run   (GPU machine)" >&2

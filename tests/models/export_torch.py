@@ -5,6 +5,7 @@ Runs under Debian's /usr/bin/python3 (python3-torch). For each model writes OUT/
 and OUT/<name>/input_0.npy, torch_output_0.npy. make_models.py turns these into ONNX backend-test
 cases with ONNX Runtime outputs as the reference.
 """
+import inspect
 import math
 import os
 import sys
@@ -13,6 +14,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# torch >= 2.9 exports through dynamo by default (another graph, opset 18); the models and their
+# ratchets are the TorchScript exporter's, which older torch (Debian's 1.13) uses without being asked.
+TORCHSCRIPT_EXPORTER = ({"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {})
 
 
 class MLP(nn.Module):
@@ -278,7 +283,8 @@ def main(out_dir, models=MODELS):
         case = os.path.join(out_dir, name)
         os.makedirs(case, exist_ok=True)
         torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), opset_version=13,
-                          input_names=["input"], output_names=["output"], do_constant_folding=True)
+                          input_names=["input"], output_names=["output"], do_constant_folding=True,
+                          **TORCHSCRIPT_EXPORTER)
         np.save(os.path.join(case, "input_0.npy"), x.numpy())
         np.save(os.path.join(case, "torch_output_0.npy"), y.numpy())
         print(f"exported {name}: input {tuple(shape)}, output {tuple(y.shape)}")

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "runtime/cuda/cuda_executor.h"
@@ -158,23 +160,26 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
 
 constexpr unsigned kCaseTimeoutSeconds = 300;
 
-// Runs one case in a child process, so that a crash or a hang in one case is reported as that
-// case's failure and the suite goes on.
-CaseResult runCaseIsolated(const std::string& dir, const CommonOptions& o) {
+// Runs `body` in a forked child and returns what it wrote back, with the child's wait status;
+// nullopt when no child could be started.
+struct ChildResult {
+  std::string message;
+  int status = 0;
+};
+std::optional<ChildResult> runInChild(const std::function<std::string()>& body, unsigned alarmSeconds) {
   int fds[2];
-  if (pipe(fds) != 0) return runCase(dir, o);
+  if (pipe(fds) != 0) return std::nullopt;
   std::fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return runCase(dir, o);
+    return std::nullopt;
   }
   if (pid == 0) {
     close(fds[0]);
-    alarm(kCaseTimeoutSeconds);
-    CaseResult r = runCase(dir, o);
-    std::string msg = std::string(1, static_cast<char>('0' + static_cast<int>(r.outcome))) + r.detail;
+    if (alarmSeconds) alarm(alarmSeconds);
+    const std::string msg = body();
     for (size_t off = 0; off < msg.size();) {
       ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
       if (n <= 0) break;
@@ -183,20 +188,52 @@ CaseResult runCaseIsolated(const std::string& dir, const CommonOptions& o) {
     _exit(0);
   }
   close(fds[1]);
-  std::string msg;
+  ChildResult result;
   char buf[4096];
   ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) result.message.append(buf, static_cast<size_t>(n));
   close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
+  waitpid(pid, &result.status, 0);
+  return result;
+}
+
+// Runs one case in a child process, so that a crash or a hang in one case is reported as that
+// case's failure and the suite goes on.
+CaseResult runCaseIsolated(const std::string& dir, const CommonOptions& o) {
+  std::optional<ChildResult> child = runInChild(
+      [&] {
+        CaseResult r = runCase(dir, o);
+        return std::string(1, static_cast<char>('0' + static_cast<int>(r.outcome))) + r.detail;
+      },
+      kCaseTimeoutSeconds);
+  if (!child) return runCase(dir, o);
+  if (WIFSIGNALED(child->status)) {
+    const int sig = WTERMSIG(child->status);
     return {Outcome::Fail, sig == SIGALRM ? "timed out after " + std::to_string(kCaseTimeoutSeconds) + " s"
                                           : "crashed with signal " + std::to_string(sig) + " (" + strsignal(sig) + ")"};
   }
+  const std::string& msg = child->message;
   if (msg.empty()) return {Outcome::Fail, "the case exited without a result"};
   return {static_cast<Outcome>(msg[0] - '0'), msg.substr(1)};
+}
+
+// Whether a CUDA device is usable, asked in a child process: CUDA does not survive fork(), so the
+// parent, which forks a child per case, must never initialise the driver itself.
+bool cudaDeviceAvailableInChild(std::string* why) {
+  std::optional<ChildResult> child = runInChild(
+      [] {
+        std::string reason;
+        return rt::cuda::cudaDeviceAvailable(&reason) ? std::string("1") : "0" + reason;
+      },
+      60);
+  if (!child) return rt::cuda::cudaDeviceAvailable(why);
+  if (child->message.empty()) {
+    *why = "the CUDA probe process exited without a result";
+    return false;
+  }
+  if (child->message[0] == '1') return true;
+  *why = child->message.substr(1);
+  return false;
 }
 
 std::set<std::string> readList(const std::string& path) {
@@ -228,7 +265,7 @@ int testCommand(const CommonOptions& o) {
   cases.swap(shard);
   // Without a GPU every case would fail the same way: say so once and skip them all.
   std::string noDevice;
-  if (o.compile.target == "cuda" && !rt::cuda::cudaDeviceAvailable(&noDevice)) {
+  if (o.compile.target == "cuda" && !cudaDeviceAvailableInChild(&noDevice)) {
     std::printf("SKIP all %zu cases: no CUDA driver/GPU: %s\n", cases.size(), noDevice.c_str());
     std::printf("0 passed, 0 failed, %zu skipped\n", cases.size());
     return 0;
