@@ -551,7 +551,10 @@ class KernelEmitter {
       emitSplitLoop(r.loop, j, [&] { w_.line(acc + " = " + combine(r.op, t, acc, value(r.body)) + ";"); });
       if (unit_ != Unit::Thread) {
         openScope("for (int m = 16; m > 0; m >>= 1)");
-        w_.line(acc + " = " + combine(r.op, t, acc, "nnc_shfl(" + acc + ", m)") + ";");
+        // The shuffle first, by every lane: inside combine's ?: or || only some lanes would run a
+        // full-mask shuffle, which is undefined (wrong integer maxima on an H200).
+        w_.line("const " + tn + " other = nnc_shfl(" + acc + ", m);");
+        w_.line(acc + " = " + combine(r.op, t, acc, "other") + ";");
         closeScope();
       }
       if (unit_ == Unit::Block) {

@@ -626,9 +626,10 @@ nnc_status CudaExecutor::run(const nnc_tensor* inputs, size_t numInputs, nnc_ten
   if (!f) f = runSteps(inputs, outputs);
   if (!f) return NNC_OK;
   if (!f.message.empty() && error) *error = std::move(f.message);
-  // Any failed driver call during a run is a runtime error; leave no work in flight on our buffers.
+  // Leave no work in flight on our buffers. The failure's own status goes back: a refused device
+  // buffer is the caller's invalid argument, a failed driver call a runtime error.
   if (scope.result() == kCudaSuccess) api_->cuStreamSynchronize(stream_);
-  return f.status == NNC_ERROR_OUT_OF_MEMORY ? NNC_ERROR_OUT_OF_MEMORY : NNC_ERROR_RUNTIME;
+  return f.status;
 }
 
 void CudaExecutor::release() {

@@ -88,11 +88,29 @@ TEST(CudaEmitter, RowReductionSplitsLanesAndShuffles) {
                         "    for (i64 j0 = lane; j0 < 100LL; j0 += 32) {",
                         "      acc0 = acc0 + t2;",
                         "    for (int m = 16; m > 0; m >>= 1) {",
-                        "      acc0 = acc0 + nnc_shfl(acc0, m);",
+                        "      const float other = nnc_shfl(acc0, m);",
+                        "      acc0 = acc0 + other;",
                         "    const float red0 = acc0;",
                         "    if (lane == 0) {",
                         "      p1[f] = red0;",
                     });
+}
+
+// A full-mask shuffle must be run by every lane: inside the integer max's ?: (or bool's ||) only the
+// lanes taking that branch would run it, which is undefined behaviour (on an H200 it gave wrong
+// maxima in MaxPool over uint8 and MaxUnpool's index search).
+TEST(CudaEmitter, WarpShufflesRunOnEveryLaneWhateverTheCombine) {
+  for (DType t : {DType::U8, DType::I32, DType::I64, DType::Bool, DType::F32}) {
+    const std::string k = emitOne(testing::rowMax(t));
+    SCOPED_TRACE(k);
+    const size_t shuffle = k.find("nnc_shfl(acc0, m)");
+    ASSERT_NE(shuffle, std::string::npos);
+    EXPECT_EQ(shuffle, k.rfind("nnc_shfl(acc0, m)")) << "one shuffle per step";
+    const size_t lineStart = k.rfind('\n', shuffle) + 1;
+    const std::string line = k.substr(lineStart, k.find('\n', shuffle) - lineStart);
+    EXPECT_NE(line.find("const "), std::string::npos) << line;
+    EXPECT_NE(line.find(" other = nnc_shfl(acc0, m);"), std::string::npos) << line;
+  }
 }
 
 TEST(CudaEmitter, SoftmaxRowKernelHasTwoReductionsAndALaneSplitInnerLoop) {
@@ -328,7 +346,8 @@ TEST(CudaEmitter, LargeRowReductionUsesABlockWithSharedMemoryAndShuffles) {
                         "  for (i64 f = begin + (i64)blockIdx.x; f < end; f += (i64)gridDim.x) {",
                         "    float acc0 = (-0.0f);",
                         "    for (i64 j0 = threadIdx.x; j0 < 8192LL; j0 += blockDim.x) {",
-                        "      acc0 = acc0 + nnc_shfl(acc0, m);",
+                        "      const float other = nnc_shfl(acc0, m);",
+                        "      acc0 = acc0 + other;",
                         "    if (lane == 0) smem0[warp] = acc0;",
                         "    __syncthreads();",
                         "    acc0 = smem0[0];",

@@ -38,6 +38,17 @@ inline kir::Kernel rowSum(int rows = 6, int cols = 100) {
   return kb.finish();
 }
 
+// out[i] = max_j x[i, j] over `dtype` (integers and bool: a ?: or || in the combine step).
+inline kir::Kernel rowMax(DType dtype, int rows = 6, int cols = 100) {
+  KernelBuilder kb("row_max");
+  int x = kb.addParam("x", dtype, rows * cols, false);
+  int out = kb.addParam("out", dtype, rows, true);
+  auto v = kb.setOuter({rows});
+  auto r = kb.reductionVars({cols});
+  kb.addStore(out, v[0], kb.reduce(ReduceOp::Max, r, kb.load(x, kb.add(kb.mul(v[0], kb.i64(cols)), r[0]))), false);
+  return kb.finish();
+}
+
 // out[i, :] = softmax(x[i, :]): two reductions (max, sum of exp) and a per-inner store.
 inline kir::Kernel softmaxRows(int rows = 4, int cols = 70) {
   KernelBuilder kb("softmax_rows");
