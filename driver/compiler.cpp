@@ -39,9 +39,46 @@ passes::PipelineOptions pipelineOptions(const CompileOptions& o, const Target& t
   return p;
 }
 
+const char* groupKindName(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::LoopKernel: return "loops";
+    case GroupKind::Contraction: return "contraction";
+    case GroupKind::LibraryCall: return "library call";
+    case GroupKind::HostBuiltin: return "host builtin";
+  }
+  return "?";
+}
+
+// The fusion report's groups and cuts, by name (the graph's nodes do not outlive the compile).
+void describeFusion(const LoweredProgram& lowered, CompileReport& report) {
+  for (const KernelGroup& g : lowered.groups) {
+    CompileReport::Group group;
+    group.kind = groupKindName(g.kind);
+    for (const Node* n : g.nodes) {
+      group.nodes.push_back(n->name());
+      group.ops.emplace_back(opName(n->op()));
+    }
+    report.groups.push_back(std::move(group));
+  }
+  for (size_t s = 0; s < lowered.stepGroup.size(); ++s) report.groups[lowered.stepGroup[s]].steps.push_back(s);
+  // A contraction group the target's lowering declined runs as loop nests: say so.
+  for (CompileReport::Group& group : report.groups) {
+    if (group.kind != std::string("contraction")) continue;
+    bool generated = false;
+    for (size_t s : group.steps) generated |= report.steps[s].flops > 0;
+    if (!generated) group.kind = "loops (the contraction lowering declined)";
+  }
+  for (const passes::FusionCut& c : lowered.cuts) {
+    const Value* v = c.value;
+    report.cuts.push_back({v->name(), static_cast<uint64_t>(v->shape().numel()) * dtypeSize(v->dtype()), c.fromGroup,
+                           c.toGroup, c.consumer->name(), c.reason});
+  }
+}
+
 // Everything compileJit and compileToSharedLibrary share: the passes, lowering, and the target's code
 // generation.
-Expected<Program> compileProgram(Graph& graph, const Target& target, const CompileOptions& options) {
+Expected<Program> compileProgram(Graph& graph, const Target& target, const CompileOptions& options,
+                                 bool generateCode = true) {
   Program program;
   std::vector<std::string> outputNames;
   for (const Value* v : graph.outputs()) outputNames.push_back(v->name());
@@ -82,7 +119,8 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     program.report.steps.push_back(std::move(cost));
   }
   program.report.plan = rt::printPlan(program.lowered.plan);
-  NNC_RETURN_IF_ERROR(target.generateCode(program));
+  describeFusion(program.lowered, program.report);
+  if (generateCode) NNC_RETURN_IF_ERROR(target.generateCode(program));
   return program;
 }
 
@@ -190,9 +228,9 @@ Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* r
   return passes::runPipeline(graph, pipelineOptions(options, *target));
 }
 
-Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report) {
+Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report, bool generateCode) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, makeTarget(options));
-  NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, *target, options));
+  NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, *target, options, generateCode));
   if (report) *report = std::move(program.report);
   return Status::ok();
 }

@@ -56,6 +56,24 @@ struct CompileReport {
     std::string shape;   // a contraction's "batch x m x n x k" and tile; empty otherwise
   };
   std::vector<StepCost> steps;
+  // The fusion report (`nnc explain`): each kernel group (one or more plan steps) with the graph nodes
+  // fused into it, and every value that crosses groups — a round trip through memory — with why the
+  // fusion policy kept the two apart.
+  struct Group {
+    std::string kind;                // "loops", "contraction", "library call", "host builtin"
+    std::vector<std::string> nodes;  // node names (the ONNX names; passes derive names for nodes they add)
+    std::vector<std::string> ops;    // each node's op
+    std::vector<size_t> steps;       // indices into `steps`
+  };
+  struct Cut {
+    std::string value;        // the value written by one group and read by another
+    uint64_t bytes = 0;       // its size
+    size_t from = 0, to = 0;  // group indices
+    std::string consumer;     // the node of group `to` that reads it
+    std::string reason;       // why not fused (the policy's FusionDecision texts)
+  };
+  std::vector<Group> groups;
+  std::vector<Cut> cuts;
 };
 
 // An in-process compiled model; runs on host buffers.
@@ -76,8 +94,9 @@ Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileO
 Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const std::string& outputPath,
                               CompileReport* report = nullptr);
 // The pipeline and code generation for options.target, filling *report (--emit), without creating
-// anything runnable: needs no GPU for target cuda.
-Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report);
+// anything runnable: needs no GPU for target cuda. Without `generateCode` it stops after lowering
+// (the plan, kernel IR and fusion report are filled; llvmIr, cudaSource and ptx stay empty).
+Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report, bool generateCode = true);
 // Only the passes (for --emit=ir/fused-ir and tests).
 Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report = nullptr);
 

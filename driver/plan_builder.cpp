@@ -86,7 +86,10 @@ class PlanBuilder {
       }
     }
     placeArena();
-    for (size_t g = 0; g < out_.groups.size(); ++g) NNC_RETURN_IF_ERROR(emitGroup(g));
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      NNC_RETURN_IF_ERROR(emitGroup(g));
+      out_.stepGroup.resize(out_.plan.steps.size(), g);
+    }
     plan.weightsSize = out_.weights.size();
     return Status::ok();
   }
@@ -258,7 +261,10 @@ Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std:
   fusion.enabled = options.fuse;
   fusion.contractions = target.contractionHooks();
   fusion.debugLog = options.fusionLog;
+  std::vector<passes::FusionRefusal> refusals;
+  fusion.refusals = &refusals;
   program.groups = passes::partitionIntoKernels(graph, fusion);
+  program.cuts = passes::fusionCuts(program.groups, refusals, fusion.enabled);
   NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, target).build(outputNames));
   return program;
 }

@@ -9,6 +9,7 @@
 #include "ir/graph.h"
 #include "ir/lower.h"
 #include "kir/kernel_ir.h"
+#include "passes/fusion.h"
 #include "runtime/plan.h"
 
 namespace nnc {
@@ -18,6 +19,8 @@ struct LoweredProgram {
   std::vector<uint8_t> weights;
   std::vector<kir::Kernel> kernels;
   std::vector<KernelGroup> groups;
+  std::vector<size_t> stepGroup;        // per plan step: the group it computes (an index into groups)
+  std::vector<passes::FusionCut> cuts;  // values crossing groups, with the policy's reasons
 };
 
 struct LoweringOptions {

@@ -18,6 +18,7 @@
 // of its result; cuBLASLt folds nothing and takes one bias (driver/cpu_target.cpp, cuda_target.cpp).
 #include "passes/fusion.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <numeric>
@@ -99,8 +100,9 @@ class Partitioner {
   // Whether group g is anchored by one of the target's contractions.
   bool isContraction(int g) { return anchorOf_[g] >= 0 && contractionAnchor_[anchorOf_[g]]; }
 
-  void reject(const Node* n, const std::string& why) {
+  void reject(const Node* n, const Value* in, const std::string& why) {
     if (options_.debugLog) *options_.debugLog << "fusion: " << n->name() << ": " << why << "\n";
+    if (options_.refusals) options_.refusals->push_back({n, in, why});
   }
 
   // Values of group g used outside it or returned.
@@ -124,7 +126,7 @@ class Partitioner {
     const bool reshapeOfContraction = options_.contractions.reshapeInEpilogue && opDef(n->op()).keepsElementOrder &&
                                       in->producer() && isContraction(groupOf(in->producer()));
     if (opFusionClass(n->op()) != FusionClass::Elementwise && !reshapeOfContraction)
-      return FusionDecision::no("not elementwise");
+      return FusionDecision::no(std::string(opName(n->op())) + " is not elementwise");
     if (n->numOutputs() != 1) return FusionDecision::no("several outputs");
     const Node* p = in->producer();
     if (!p) return FusionDecision::no("input is not computed");
@@ -145,7 +147,7 @@ class Partitioner {
       if (!in || !in->producer()) continue;
       FusionDecision d = canBeEpilogue(n, in);
       if (!d.ok) {
-        if (in->producer() && anchorOf_[groupOf(in->producer())] >= 0) reject(n, "no epilogue fusion: " + d.reason);
+        if (in->producer() && anchorOf_[groupOf(in->producer())] >= 0) reject(n, in, "no epilogue fusion: " + d.reason);
         continue;
       }
       const int g = groupOf(in->producer());
@@ -162,7 +164,7 @@ class Partitioner {
       return FusionDecision::no("opaque op");
     const int pg = groupOf(p), cg = groupOf(consumer);
     if (pg == cg) return FusionDecision::no("already fused");
-    if (anchorOf_[pg] >= 0) return FusionDecision::no("producer group has an anchor");
+    if (anchorOf_[pg] >= 0) return FusionDecision::no("the producer's group has its own anchor (one per kernel)");
     if (in->users().size() != 1 || in->isGraphOutput())
       return FusionDecision::no("'" + in->name() + "' has several users (not duplicated)");
     if (liveResults(pg) != 1) return FusionDecision::no("producer group has several results");
@@ -185,7 +187,7 @@ class Partitioner {
       if (!in || !in->producer() || groupOf(in->producer()) == groupOf(n)) continue;
       FusionDecision d = canInline(n, in);
       if (!d.ok) {
-        reject(n, "not inlining " + in->name() + ": " + d.reason);
+        reject(n, in, "not inlining " + in->name() + ": " + d.reason);
         continue;
       }
       merge(groupOf(n), groupOf(in->producer()));
@@ -208,6 +210,43 @@ class Partitioner {
 
 std::vector<KernelGroup> partitionIntoKernels(const Graph& graph, const FusionOptions& options) {
   return Partitioner(graph, options).run();
+}
+
+std::vector<FusionCut> fusionCuts(const std::vector<KernelGroup>& groups, const std::vector<FusionRefusal>& refusals,
+                                  bool fusionEnabled) {
+  std::map<const Node*, size_t> groupOf;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const Node* n : groups[g].nodes) groupOf[n] = g;
+  std::map<std::pair<const Node*, const Value*>, std::vector<std::string>> reasons;
+  for (const FusionRefusal& r : refusals) {
+    std::vector<std::string>& list = reasons[{r.consumer, r.value}];
+    if (std::find(list.begin(), list.end(), r.reason) == list.end()) list.push_back(r.reason);
+  }
+  std::vector<FusionCut> cuts;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const Node* n : groups[g].nodes) {
+      std::set<const Value*> seen;  // x * x reads one value twice: one cut
+      for (const Value* in : n->inputs()) {
+        if (!in || !in->producer() || !seen.insert(in).second) continue;
+        const size_t from = groupOf.at(in->producer());
+        if (from == g) continue;
+        FusionCut cut{in, from, g, n, ""};
+        auto it = reasons.find({n, in});
+        if (!fusionEnabled) {
+          cut.reason = "fusion is off (-O0: one kernel per node)";
+        } else if (it != reasons.end()) {
+          for (const std::string& r : it->second) cut.reason += (cut.reason.empty() ? "" : "; ") + r;
+        } else if (opFusionClass(in->producer()->op()) == FusionClass::Opaque ||
+                   opFusionClass(n->op()) == FusionClass::Opaque) {
+          cut.reason = "opaque op (a host builtin, alone in its step)";
+        } else {
+          cut.reason = "the policy recorded no fusion candidate for this edge";
+        }
+        cuts.push_back(std::move(cut));
+      }
+    }
+  }
+  return cuts;
 }
 
 std::string printFusedGraph(const Graph& graph, const std::vector<KernelGroup>& groups) {

@@ -12,7 +12,7 @@
 
 namespace nnc::passes {
 
-// A fusion decision that carries why not (printed with --debug-fusion).
+// A fusion decision that carries why not (collected as FusionRefusals; `nnc explain` prints them).
 struct FusionDecision {
   bool ok;
   std::string reason;
@@ -41,11 +41,34 @@ struct ContractionHooks {
   std::function<FusionDecision(const Node& anchor, const Node& n, const Value* in, int joined)> acceptsEpilogue;
 };
 
-struct FusionOptions {
-  bool enabled = true;               // false: one group per node (-O0, eager)
-  ContractionHooks contractions;     // the target's; none by default
-  std::ostream* debugLog = nullptr;  // receives one line per rejected candidate
+// A candidate the policy turned down: `consumer` did not take `value`'s producer into its group
+// (prologue) or did not join the producer's group (epilogue), and why.
+struct FusionRefusal {
+  const Node* consumer = nullptr;
+  const Value* value = nullptr;
+  std::string reason;  // "no epilogue fusion: ..." or "not inlining V: ..."
 };
+
+struct FusionOptions {
+  bool enabled = true;                             // false: one group per node (-O0, eager)
+  ContractionHooks contractions;                   // the target's; none by default
+  std::ostream* debugLog = nullptr;                // receives one line per rejected candidate
+  std::vector<FusionRefusal>* refusals = nullptr;  // receives every rejected candidate
+};
+
+// A value computed in one group and read by a node of another: a round trip through memory, with why
+// the two were not fused.
+struct FusionCut {
+  const Value* value = nullptr;
+  size_t fromGroup = 0, toGroup = 0;  // indices into the groups
+  const Node* consumer = nullptr;
+  std::string reason;
+};
+
+// Every cut of `groups` (partitionIntoKernels' result), in group order, each with the reasons the
+// policy recorded for that (consumer, value) pair, or why it was no candidate at all.
+std::vector<FusionCut> fusionCuts(const std::vector<KernelGroup>& groups, const std::vector<FusionRefusal>& refusals,
+                                  bool fusionEnabled);
 
 // Groups in execution order; every node is in exactly one group. Opaque nodes are alone.
 // Boundaries (inputs/outputs) and kinds are filled in.

@@ -108,10 +108,29 @@ class Importer {
   }
 
  private:
+  // The default domain's opset, checked against kMaxSupportedOpset; any other imported domain must
+  // be one of the model's own functions' (those calls are refused by name later) unless the user
+  // allowed unsupported opsets.
   Status readOpset(const ::onnx::ModelProto& model) {
+    std::set<std::string> functionDomains;
+    for (const auto& f : model.functions()) functionDomains.insert(f.domain());
+    const std::string supported =
+        "nnc implements the default ONNX domain (ai.onnx), opsets 1 to " + std::to_string(kMaxSupportedOpset);
+    const std::string override = "pass --allow-unsupported-opset to compile it anyway";
     for (const auto& imp : model.opset_import()) {
-      if (imp.domain() != "" && imp.domain() != "ai.onnx") continue;
+      if (imp.domain() != "" && imp.domain() != "ai.onnx") {
+        if (functionDomains.count(imp.domain()) || options_.allowUnsupportedOpset) continue;
+        return Status::error("the model imports operator domain '" + imp.domain() + "' (version " +
+                             std::to_string(imp.version()) + "), which nnc does not implement; " + supported + "; " +
+                             override + " (nodes of that domain are still refused)");
+      }
       if (imp.version() < 1) return Status::error("invalid opset version " + std::to_string(imp.version()));
+      if (imp.version() > kMaxSupportedOpset && !options_.allowUnsupportedOpset)
+        return Status::error("the model's default-domain opset " + std::to_string(imp.version()) +
+                             " is newer than nnc supports: " + supported + "; re-export it for opset " +
+                             std::to_string(kMaxSupportedOpset) + " or older, or " + override +
+                             " (an operator whose definition changed after opset " +
+                             std::to_string(kMaxSupportedOpset) + " then gets the older definition)");
       opset_ = imp.version();
     }
     return Status::ok();

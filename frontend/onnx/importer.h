@@ -29,7 +29,17 @@ struct ImportOptions {
   // Reshape shape, Slice bounds, ...); other inputs stay inputs. The ONNX backend tests pass such
   // values as inputs, so a test runner offers every input here.
   std::map<std::string, Tensor> bindIfNeeded;
+  // --allow-unsupported-opset: import a model whose default-domain opset is newer than
+  // kMaxSupportedOpset, or that imports an operator domain nnc does not implement, instead of refusing
+  // it (at the user's risk: an op whose definition changed after kMaxSupportedOpset gets the older
+  // one; nodes of an unknown domain are still refused).
+  bool allowUnsupportedOpset = false;
 };
+
+// The newest default-domain (ai.onnx) opset whose operator definitions nnc implements: the ONNX
+// backend tests of the pinned onnx package (1.17) go up to it. A newer model may use changed
+// definitions nnc would silently get wrong, so it is refused unless allowUnsupportedOpset is set.
+inline constexpr int64_t kMaxSupportedOpset = 22;
 
 // The largest model file protobuf can parse in one piece (2 GiB - 1); bigger models must keep
 // their weights in external data files.

@@ -104,7 +104,14 @@ TEST(HostileModel, ModelLocalFunctionsAreUnsupportedByName) {
   // A call to an unknown function-like op without a definition stays "unsupported operator".
   OnnxModel missing = localFunctionModel("local", "Rec", true);
   missing.proto().clear_functions();
-  expectImportMessage(missing.import(), "model.onnx: unsupported operator domain 'local' (node 'call1' (Rec))");
+  expectImportMessage(missing.import(),
+                      "model.onnx: the model imports operator domain 'local' (version 1), which "
+                      "nnc does not implement; nnc implements the default ONNX domain (ai.onnx), "
+                      "opsets 1 to 22; pass --allow-unsupported-opset to compile it anyway (nodes "
+                      "of that domain are still refused)");
+  onnx::ImportOptions allow;
+  allow.allowUnsupportedOpset = true;
+  expectImportMessage(missing.import(allow), "model.onnx: unsupported operator domain 'local' (node 'call1' (Rec))");
 }
 
 // --- Names ------------------------------------------------------------------------------------

@@ -581,9 +581,61 @@ TEST(OnnxImport, MissingDefaultOpsetIsReported) {
   m.input("x", {2});
   m.node("Relu", {"x"}, {"y"});
   m.output("y");
-  EXPECT_IMPORT_ERROR(m.import(),
+  onnx::ImportOptions allow;  // past the refusal of the unknown domain, to the node that needs ai.onnx
+  allow.allowUnsupportedOpset = true;
+  EXPECT_IMPORT_ERROR(m.import(allow),
                       "model declares no opset for the default ONNX domain (opset_import), which "
                       "node 'y' (Relu) uses");
+}
+
+// Strict opsets: a default-domain opset newer than nnc implements, or an imported domain nnc does
+// not implement, is refused up front (before any node: an op of the newer opset may have changed
+// meaning without changing name), unless the user allows it.
+TEST(OnnxImport, NewerOpsetIsRefusedUnlessAllowed) {
+  for (int64_t opset : {onnx::kMaxSupportedOpset + 1, int64_t{999}}) {
+    OnnxModel m(opset);
+    m.input("x", {2});
+    m.node("Relu", {"x"}, {"y"}, "relu");
+    m.output("y");
+    EXPECT_IMPORT_ERROR(m.import(), "model.onnx: the model's default-domain opset " + std::to_string(opset) +
+                                        " is newer than nnc supports: nnc implements the default ONNX domain "
+                                        "(ai.onnx), opsets 1 to 22; re-export it for opset 22 or older, or pass "
+                                        "--allow-unsupported-opset to compile it anyway (an operator whose "
+                                        "definition changed after opset 22 then gets the older definition)");
+    onnx::ImportOptions allow;
+    allow.allowUnsupportedOpset = true;
+    EXPECT_TRUE(m.import(allow).isOk());
+  }
+  OnnxModel newest(onnx::kMaxSupportedOpset);
+  newest.input("x", {2});
+  newest.node("Relu", {"x"}, {"y"});
+  newest.output("y");
+  EXPECT_TRUE(newest.import().isOk());
+  // "ai.onnx" is the default domain's other name.
+  newest.proto().mutable_opset_import(0)->set_domain("ai.onnx");
+  newest.proto().mutable_opset_import(0)->set_version(onnx::kMaxSupportedOpset + 1);
+  EXPECT_IMPORT_ERROR(newest.import(), "model.onnx: the model's default-domain opset 23 is newer than nnc supports");
+}
+
+TEST(OnnxImport, UnknownImportedDomainIsRefusedUnlessAllowed) {
+  OnnxModel m;
+  auto* ml = m.proto().add_opset_import();
+  ml->set_domain("ai.onnx.ml");
+  ml->set_version(3);
+  m.input("x", {2});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  EXPECT_IMPORT_ERROR(m.import(),
+                      "model.onnx: the model imports operator domain 'ai.onnx.ml' (version 3), which "
+                      "nnc does not implement; nnc implements the default ONNX domain (ai.onnx), "
+                      "opsets 1 to 22; pass --allow-unsupported-opset to compile it anyway (nodes of "
+                      "that domain are still refused)");
+  onnx::ImportOptions allow;
+  allow.allowUnsupportedOpset = true;
+  EXPECT_TRUE(m.import(allow).isOk()) << "no node uses the domain";
+  m.node("Binarizer", {"y"}, {"z"}, "bin")->set_domain("ai.onnx.ml");
+  m.proto().mutable_graph()->mutable_output(0)->set_name("z");
+  EXPECT_IMPORT_ERROR(m.import(allow), "unsupported operator domain 'ai.onnx.ml' (node 'bin' (Binarizer))");
 }
 
 }  // namespace

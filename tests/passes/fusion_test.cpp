@@ -92,6 +92,49 @@ TEST(Fusion, ProducerWithTwoUsersIsMaterialised) {
       << log.str();
 }
 
+// fusionCuts: every value that crosses groups, once per (consumer, value), with the policy's reasons.
+TEST(Fusion, CutsListEveryCrossingValueWithWhy) {
+  auto g = parse(kSharedProducer);  // e | r y: e is read by r and by y
+  std::vector<FusionRefusal> refusals;
+  FusionOptions o;
+  o.refusals = &refusals;
+  std::vector<KernelGroup> groups = partitionIntoKernels(*g, o);
+  ASSERT_EQ(groups.size(), 2u);
+  std::vector<FusionCut> cuts = fusionCuts(groups, refusals, true);
+  ASSERT_EQ(cuts.size(), 2u);
+  for (const FusionCut& c : cuts) {
+    EXPECT_EQ(c.value->name(), "e");
+    EXPECT_EQ(c.fromGroup, 0u);
+    EXPECT_EQ(c.toGroup, 1u);
+    EXPECT_EQ(c.reason, "not inlining e: 'e' has several users (not duplicated)") << c.consumer->name();
+  }
+  EXPECT_EQ(cuts[0].consumer->name(), "r");
+  EXPECT_EQ(cuts[1].consumer->name(), "y");
+
+  // An epilogue and a prologue refusal of one edge are both given; no cut inside a group.
+  auto b = parse(kBroadcastAfterMatMul);
+  refusals.clear();
+  groups = partitionIntoKernels(*b, o);
+  cuts = fusionCuts(groups, refusals, true);
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].reason,
+            "no epilogue fusion: broadcasts the anchor's result; not inlining m: the producer's group has its own "
+            "anchor (one per kernel)");
+
+  // -O0: every edge is a cut, for one reason.
+  FusionOptions off;
+  off.enabled = false;
+  groups = partitionIntoKernels(*g, off);
+  cuts = fusionCuts(groups, {}, false);
+  ASSERT_EQ(cuts.size(), 3u);  // e -> r, r -> y, e -> y
+  for (const FusionCut& c : cuts) EXPECT_EQ(c.reason, "fusion is off (-O0: one kernel per node)");
+
+  // A fully fused graph has none.
+  auto chain = parse(kPointwiseChain);
+  groups = partitionIntoKernels(*chain, o);
+  EXPECT_TRUE(fusionCuts(groups, refusals, true).empty());
+}
+
 TEST(Fusion, ArithmeticIsNotInlinedIntoAConv) {
   std::ostringstream log;
   FusionOptions o;
@@ -189,7 +232,7 @@ TEST(Fusion, DiamondOfPointwiseOpsIsOneGroupPerSharedValue) {
 }
 
 TEST(Fusion, FullyFusedGraphsLogNoRejections) {
-  // --debug-fusion lists candidates that were rejected; one that fused is not one of them.
+  // The refusal log lists candidates that were rejected; one that fused is not one of them.
   for (const char* text : {kPointwiseChain, kMatMulBiasRelu, kSoftmaxPrologue, kTransposeIntoMatMul}) {
     std::ostringstream log;
     FusionOptions o;

@@ -104,6 +104,24 @@ TEST_F(HostileCli, RecursiveLocalFunctionIsUnsupported) {
               "unsupported");
 }
 
+// Strict opsets through the command line: refused with exit 1 and no output file, compiled with the
+// flag.
+TEST_F(HostileCli, NewerOpsetIsRefusedUnlessAllowed) {
+  OnnxModel m(999);
+  m.input("x", {2});
+  m.node("Relu", {"x"}, {"y"}, "relu");
+  m.output("y");
+  writeFile(dir / "new.onnx", m.bytes());
+  expectError({"new.onnx", "-o", "new.so"},
+              "new.onnx: the model's default-domain opset 999 is newer than nnc supports: nnc implements the "
+              "default ONNX domain (ai.onnx), opsets 1 to 22; re-export it for opset 22 or older, or pass "
+              "--allow-unsupported-opset to compile it anyway (an operator whose definition changed after opset "
+              "22 then gets the older definition)");
+  RunResult r = runNnc({"new.onnx", "-o", "new.so", "--allow-unsupported-opset"}, dir.path());
+  EXPECT_EQ(r.exitCode, 0) << r;
+  EXPECT_TRUE(std::filesystem::exists(dir / "new.so"));
+}
+
 TEST_F(HostileCli, DuplicateAndDanglingNames) {
   OnnxModel twice;
   twice.input("x", {2});

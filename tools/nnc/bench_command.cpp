@@ -51,23 +51,6 @@ std::string loadAverage() {
   return one.empty() || one.find_first_not_of("0123456789.") != std::string::npos ? "null" : one;
 }
 
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 Expected<Timing> measure(const std::string& path, const CommonOptions& base, int optLevel, const std::string& label,
                          std::vector<Tensor>* inputs) {
   CommonOptions o = base;

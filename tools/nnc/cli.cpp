@@ -83,6 +83,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(o.compile.target, value("--target"));
     } else if (is("--gpu-arch")) {
       NNC_ASSIGN_OR_RETURN(o.compile.gpuArch, value("--gpu-arch"));
+    } else if (arg == "--allow-unsupported-opset") {
+      o.import.allowUnsupportedOpset = true;
     } else if (arg == "--allow-tf32") {
       o.compile.allowTf32 = true;
     } else if (arg == "--no-cuda-graphs") {
@@ -336,6 +338,23 @@ std::string compareTensors(const Tensor& actual, const Tensor& expected, double 
                   static_cast<long long>(worstIndex), actual.getDouble(worstIndex), expected.getDouble(worstIndex));
   }
   return buf;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace nnc::cli

@@ -76,6 +76,11 @@ int runCommand(const CommonOptions& o);
 int testCommand(const CommonOptions& o);
 int benchCommand(const CommonOptions& o);
 
+int explainCommand(const CommonOptions& o);
+
+// `s` as a JSON string literal (quoted, escaped).
+std::string jsonString(const std::string& s);
+
 // Prints "nnc: error: <message>" and returns 1.
 int fail(const std::string& message);
 

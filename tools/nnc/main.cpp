@@ -21,6 +21,8 @@ const char kUsage[] =
     "       nnc run MODEL.onnx|MODEL.so --input NAME=FILE.pb ... [--output-dir DIR]\n"
     "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE] [--shard=K/N]\n"
     "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--json] [--per-kernel]\n"
+    "       nnc explain MODEL.onnx [--json]                 the fusion report: each kernel's nodes, bytes and\n"
+    "                                                       FLOPs, and why each edge between kernels is not fused\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
     "  --target=cpu|cuda            code generation target (default cpu)\n"
@@ -30,6 +32,8 @@ const char kUsage[] =
     "  --no-cuda-graphs             cuda (run, test, bench): launch step by step instead of replaying CUDA Graphs\n"
     "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
+    "  --allow-unsupported-opset    compile a model whose opset is newer than nnc implements (22), or that\n"
+    "                               imports another operator domain, instead of refusing it (at your risk)\n"
     "  --emit=ir|fused-ir|kernel-ir|plan|llvm   print the graph before/after passes, the kernels, the\n"
     "                               execution plan (buffers, steps, GPU mappings), or LLVM IR\n"
     "  --emit=cuda|ptx              with --target=cuda: print the kernels' CUDA C++ or PTX (needs no GPU)\n"
@@ -60,12 +64,13 @@ int runNnc(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string first = argv[1];
-  const bool sub = first == "run" || first == "test" || first == "bench";
+  const bool sub = first == "run" || first == "test" || first == "bench" || first == "explain";
   nnc::Expected<nnc::cli::CommonOptions> options = nnc::cli::parseOptions(argc, argv, sub ? 2 : 1);
   if (!options) return nnc::cli::fail(options.status().message());
   if (first == "run") return nnc::cli::runCommand(*options);
   if (first == "test") return nnc::cli::testCommand(*options);
   if (first == "bench") return nnc::cli::benchCommand(*options);
+  if (first == "explain") return nnc::cli::explainCommand(*options);
   return nnc::cli::compileCommand(*options);
 }
 

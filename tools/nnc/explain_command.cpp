@@ -1,0 +1,117 @@
+// `nnc explain MODEL.onnx [--json]`: the fusion report. Every kernel group the policy formed — its kind,
+// the graph nodes fused into it, its plan steps with their bytes and FLOPs — and every value that
+// crosses groups (written to memory by one, read back by another) with the reason the fusion policy
+// gave for keeping the two apart (passes/fusion.cpp's FusionDecision texts). Compiles up to the plan
+// only: no code generation, so it is quick and needs no GPU for --target=cuda.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "tools/nnc/cli.h"
+
+namespace nnc::cli {
+
+namespace {
+
+std::string humanBytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else if (bytes < 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024 * 1024));
+  }
+  return buf;
+}
+
+struct GroupCost {
+  uint64_t bytes = 0;
+  double flops = 0;
+};
+
+GroupCost costOf(const CompileReport& report, const CompileReport::Group& g) {
+  GroupCost c;
+  for (size_t s : g.steps) {
+    c.bytes += report.steps[s].bytes;
+    c.flops += report.steps[s].flops;
+  }
+  return c;
+}
+
+void printText(const std::string& path, const CommonOptions& o, const CompileReport& report, size_t numNodes) {
+  std::printf("%s: %zu kernel groups (%zu plan steps) for %zu nodes; target %s, -O%d\n", path.c_str(),
+              report.groups.size(), report.steps.size(), numNodes, o.compile.target.c_str(), o.compile.optLevel);
+  std::printf("bytes moved per run: %s (each step's buffers, read and written)\n\n",
+              humanBytes(report.bytesMoved).c_str());
+  std::printf("group  %-40s %5s %11s %10s  nodes\n", "kind", "steps", "bytes", "MFLOP");
+  for (size_t i = 0; i < report.groups.size(); ++i) {
+    const CompileReport::Group& g = report.groups[i];
+    const GroupCost c = costOf(report, g);
+    std::string nodes;
+    for (size_t j = 0; j < g.nodes.size(); ++j) nodes += (j ? ", " : "") + g.nodes[j] + " (" + g.ops[j] + ")";
+    std::string flops = c.flops > 0 ? std::to_string(c.flops / 1e6) : "";
+    if (!flops.empty()) flops = flops.substr(0, flops.find('.') + 3);
+    std::printf("%5zu  %-40s %5zu %11s %10s  %s\n", i, g.kind.c_str(), g.steps.size(), humanBytes(c.bytes).c_str(),
+                flops.c_str(), nodes.c_str());
+  }
+  std::printf("\n%zu values cross groups (written to memory by one, read back by another):\n", report.cuts.size());
+  if (report.cuts.empty()) return;
+  std::printf(" from    to %11s  %-32s %-32s why not fused\n", "bytes", "value", "read by");
+  for (const CompileReport::Cut& c : report.cuts)
+    std::printf("%5zu %5zu %11s  %-32s %-32s %s\n", c.from, c.to, humanBytes(c.bytes).c_str(), c.value.c_str(),
+                c.consumer.c_str(), c.reason.c_str());
+}
+
+// Schema (docs/ARCHITECTURE.md "nnc explain"): {model, target, opt_level, nodes, bytes_moved,
+// groups: [{index, kind, nodes: [{name, op}], steps: [{index, name, bytes, flops}]}],
+// cuts: [{value, bytes, from_group, to_group, consumer, reason}]}.
+void printJson(const std::string& path, const CommonOptions& o, const CompileReport& report, size_t numNodes) {
+  std::ostringstream j;
+  j << "{\"model\": " << jsonString(path) << ", \"target\": " << jsonString(o.compile.target)
+    << ", \"opt_level\": " << o.compile.optLevel << ", \"nodes\": " << numNodes
+    << ", \"bytes_moved\": " << report.bytesMoved << ",\n \"groups\": [";
+  for (size_t i = 0; i < report.groups.size(); ++i) {
+    const CompileReport::Group& g = report.groups[i];
+    j << (i ? ",\n  " : "\n  ") << "{\"index\": " << i << ", \"kind\": " << jsonString(g.kind) << ", \"nodes\": [";
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+      j << (k ? ", " : "") << "{\"name\": " << jsonString(g.nodes[k]) << ", \"op\": " << jsonString(g.ops[k]) << "}";
+    j << "], \"steps\": [";
+    for (size_t k = 0; k < g.steps.size(); ++k) {
+      const CompileReport::StepCost& s = report.steps[g.steps[k]];
+      j << (k ? ", " : "") << "{\"index\": " << g.steps[k] << ", \"name\": " << jsonString(s.name)
+        << ", \"bytes\": " << s.bytes << ", \"flops\": " << static_cast<uint64_t>(s.flops) << "}";
+    }
+    j << "]}";
+  }
+  j << "\n ],\n \"cuts\": [";
+  for (size_t i = 0; i < report.cuts.size(); ++i) {
+    const CompileReport::Cut& c = report.cuts[i];
+    j << (i ? ",\n  " : "\n  ") << "{\"value\": " << jsonString(c.value) << ", \"bytes\": " << c.bytes
+      << ", \"from_group\": " << c.from << ", \"to_group\": " << c.to << ", \"consumer\": " << jsonString(c.consumer)
+      << ", \"reason\": " << jsonString(c.reason) << "}";
+  }
+  j << "\n ]}\n";
+  std::cout << j.str();
+}
+
+}  // namespace
+
+int explainCommand(const CommonOptions& o) {
+  if (o.positional.size() != 1) return fail("nnc explain expects exactly one model file (see nnc --help)");
+  const std::string& path = o.positional[0];
+  Expected<std::unique_ptr<Graph>> graph = onnx::importModelFile(path, o.import);
+  if (!graph) return fail(graph.status().message());
+  const size_t numNodes = (*graph)->numNodes();
+  CompileReport report;
+  if (Status s = compileForEmit(**graph, o.compile, &report, /*generateCode=*/false); !s)
+    return fail(path + ": " + s.message());
+  if (o.json) {
+    printJson(path, o, report, numNodes);
+  } else {
+    printText(path, o, report, numNodes);
+  }
+  return 0;
+}
+
+}  // namespace nnc::cli
