@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,25 @@ passes::PipelineOptions pipelineOptions(const CompileOptions& o, const Target& t
   p.log = o.log;
   return p;
 }
+
+// --time-passes: the phases after the graph passes, in the passes' format ("  [codegen] 12.3 ms").
+class PhaseTimer {
+ public:
+  PhaseTimer(const CompileOptions& options, const char* phase)
+      : log_(options.timePasses ? options.log : nullptr), phase_(phase), start_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() {
+    if (!log_) return;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-20s %9.3f ms\n", phase_, ms);
+    *log_ << line;
+  }
+
+ private:
+  std::ostream* log_;
+  const char* phase_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 const char* groupKindName(GroupKind kind) {
   switch (kind) {
@@ -88,8 +108,11 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
   NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipelineOptions(options, target)));
   LoweringOptions lowering;
   lowering.fuse = options.optLevel > 0;
-  NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, target, lowering));
-  for (kir::Kernel& k : program.lowered.kernels) target.rewriteKernel(k);
+  {
+    PhaseTimer timer(options, "[fuse and lower]");
+    NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, target, lowering));
+    for (kir::Kernel& k : program.lowered.kernels) target.rewriteKernel(k);
+  }
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);
   for (const kir::Kernel& k : program.lowered.kernels) program.report.kernelIr += k.str();
@@ -120,7 +143,10 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
   }
   program.report.plan = rt::printPlan(program.lowered.plan);
   describeFusion(program.lowered, program.report);
-  if (generateCode) NNC_RETURN_IF_ERROR(target.generateCode(program));
+  if (generateCode) {
+    PhaseTimer timer(options, "[generate code]");
+    NNC_RETURN_IF_ERROR(target.generateCode(program));
+  }
   return program;
 }
 
@@ -239,6 +265,7 @@ Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileO
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, makeTarget(options));
   NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, *target, options));
   std::unique_ptr<TargetCode> kernels;
+  PhaseTimer timer(options, "[jit]");
   NNC_ASSIGN_OR_RETURN(nnc_model * handle, target->createHandle(program, &kernels));
   return std::unique_ptr<CompiledModel>(new JitModel(std::move(program.report), std::move(kernels), handle));
 }
@@ -250,7 +277,9 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   TempDir tmp;
   if (tmp.path().empty()) return Status::error("cannot create a temporary directory");
   const std::string dir = tmp.path();
+  std::optional<PhaseTimer> timer(std::in_place, options, "[object code]");
   NNC_ASSIGN_OR_RETURN(LinkInputs targetParts, target->writeLinkInputs(program, dir));
+  timer.emplace(options, "[link]");
   std::vector<uint8_t> planBytes = rt::serializePlan(program.lowered.plan);
   NNC_RETURN_IF_ERROR(writeFile(dir + "/plan.bin", planBytes.data(), planBytes.size()));
   const std::vector<uint8_t>& weights = program.lowered.weights;

@@ -10,6 +10,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <unordered_map>
 
@@ -150,6 +152,129 @@ Expected<std::pair<std::unique_ptr<llvm::LLVMContext>, std::unique_ptr<llvm::Mod
   return std::make_pair(std::move(ctx), std::move(*parsed));
 }
 
+// `text` (printed LLVM functions) with local names (%x, %"x y", %12) and metadata references (!7)
+// renumbered in order of first appearance: functions equal up to a consistent renaming get the same
+// text. (The lowering names values after params, "%conv1_out.raw", which differ between identical
+// kernels; metadata is numbered module-wide.)
+std::string canonicalNames(const std::string& text) {
+  std::unordered_map<std::string, size_t> locals, metadata;
+  std::string out;
+  out.reserve(text.size());
+  auto isNameChar = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '$' || c == '.' || c == '_';
+  };
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if ((c != '%' && c != '!') || i + 1 >= text.size()) {
+      out += text[i++];
+      continue;
+    }
+    size_t end = i + 1;
+    if (c == '%' && text[end] == '"') {
+      for (++end; end < text.size() && text[end] != '"'; ++end)
+        if (text[end] == '\\') ++end;
+      ++end;
+    } else if (c == '%') {
+      while (end < text.size() && isNameChar(text[end])) ++end;
+    } else {
+      while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;  // !12, not !llvm.loop
+    }
+    if (end == i + 1) {
+      out += text[i++];
+      continue;
+    }
+    auto& ids = c == '%' ? locals : metadata;
+    const auto [it, isNew] = ids.emplace(text.substr(i, end - i), ids.size());
+    out += std::string(1, c) + "v" + std::to_string(it->second);
+    i = end;
+  }
+  return out;
+}
+
+// The loop hints a function's branches carry (llvm.loop metadata: unroll, vectorize), in order: the
+// function text names them only by number.
+std::string loopHints(const llvm::Function& fn) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  for (const llvm::BasicBlock& bb : fn) {
+    for (const llvm::Instruction& inst : bb) {
+      const llvm::MDNode* id = inst.getMetadata(llvm::LLVMContext::MD_loop);
+      if (!id) continue;
+      os << "loop{";
+      for (unsigned i = 1; i < id->getNumOperands(); ++i) {  // operand 0 is the node itself
+        const auto* hint = llvm::dyn_cast_or_null<llvm::MDNode>(id->getOperand(i).get());
+        if (!hint) continue;
+        for (const llvm::MDOperand& op : hint->operands()) {
+          if (const auto* str = llvm::dyn_cast_or_null<llvm::MDString>(op.get())) os << str->getString() << ' ';
+          if (const auto* value = llvm::dyn_cast_or_null<llvm::ConstantAsMetadata>(op.get())) {
+            value->getValue()->print(os);
+            os << ' ';
+          }
+        }
+        os << ';';
+      }
+      os << "}\n";
+    }
+  }
+  os.flush();
+  return out;
+}
+
+// Whether any instruction of `fn` carries metadata other than loop hints (whose content loopHints
+// describes): such a function's key would equate different metadata, so it is never merged.
+bool hasOtherMetadata(const llvm::Function& fn) {
+  llvm::SmallVector<std::pair<unsigned, llvm::MDNode*>, 4> attached;
+  for (const llvm::BasicBlock& bb : fn) {
+    for (const llvm::Instruction& inst : bb) {
+      inst.getAllMetadata(attached);
+      for (const auto& [kind, node] : attached)
+        if (kind != llvm::LLVMContext::MD_loop) return true;
+    }
+  }
+  return false;
+}
+
+// Kernels whose LLVM code is identical but for names (ResNet-50's repeated blocks, a transformer's
+// layers) are compiled once: each later copy is deleted, with its helper functions, and its name
+// becomes an alias of the first. Compared before optimisation as printed IR of the kernel and its
+// helpers ("<kernel>.micro...") with the kernel's name, locals and metadata numbers canonicalised, plus
+// the loop hints: equal keys mean equal machine code. Returns how many were merged.
+int mergeIdenticalKernels(llvm::Module& m, const std::vector<std::string>& names) {
+  std::unordered_map<std::string, llvm::Function*> firstWithKey;
+  int merged = 0;
+  for (const std::string& name : names) {
+    llvm::Function* fn = m.getFunction(name);
+    NNC_CHECK(fn, "kernel function '" + name + "' missing from the module");
+    const std::string helperPrefix = name + ".";
+    std::vector<llvm::Function*> parts = {fn};
+    for (llvm::Function& f : m)
+      if (f.getName().starts_with(helperPrefix)) parts.push_back(&f);
+    if (std::any_of(parts.begin(), parts.end(), [](const llvm::Function* f) { return hasOtherMetadata(*f); })) continue;
+    std::string key;
+    for (llvm::Function* part : parts) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      part->print(os);
+      os.flush();
+      // The kernel's name, in its definition and its helpers' names, stands for "this kernel".
+      for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+        const char next = at + name.size() < text.size() ? text[at + name.size()] : '\0';
+        if (at > 0 && text[at - 1] == '@' && (next == '(' || next == '.')) text.replace(at, name.size(), "K");
+      }
+      key += canonicalNames(text) + loopHints(*part) + "\n";
+    }
+    auto [it, isNew] = firstWithKey.emplace(std::move(key), fn);
+    if (isNew) continue;
+    fn->eraseFromParent();
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (parts[i]->use_empty()) parts[i]->eraseFromParent();
+    llvm::Function* first = it->second;
+    llvm::GlobalAlias::create(first->getFunctionType(), 0, llvm::GlobalValue::ExternalLinkage, name, first, &m);
+    ++merged;
+  }
+  return merged;
+}
+
 // Adds nnc_model_kernels / nnc_model_num_kernels (see cpu_backend.h).
 void addKernelTable(llvm::Module& m, const std::vector<std::string>& names) {
   llvm::LLVMContext& c = m.getContext();
@@ -161,7 +286,7 @@ void addKernelTable(llvm::Module& m, const std::vector<std::string>& names) {
     auto* str = new llvm::GlobalVariable(m, text->getType(), /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
                                          text, "nnc.kernel_name");
     str->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
-    llvm::Function* fn = m.getFunction(name);
+    llvm::GlobalValue* fn = m.getNamedValue(name);  // a function, or an alias of an identical one
     NNC_CHECK(fn, "kernel function '" + name + "' missing from the module");
     entries.push_back(llvm::ConstantStruct::get(
         entryTy, {llvm::ConstantExpr::getPointerCast(str, i8p), llvm::ConstantExpr::getPointerCast(fn, i8p)}));
@@ -233,6 +358,7 @@ struct CpuModule::Impl {
   int optLevel = 3;
   unsigned vectorMathLanes = 0;
   std::vector<std::string> names;
+  int mergedKernels = 0;  // kernels that are aliases of an identical earlier one
 };
 
 CpuModule::CpuModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -272,11 +398,13 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   std::string verifyErrors;
   llvm::raw_string_ostream vos(verifyErrors);
   NNC_CHECK(!llvm::verifyModule(*impl->module, &vos), "cpu backend produced invalid LLVM IR: " + vos.str());
+  impl->mergedKernels = mergeIdenticalKernels(*impl->module, impl->names);
   optimize(*impl->module, *impl->tm, impl->optLevel, impl->vectorMathLanes);
   return std::unique_ptr<CpuModule>(new CpuModule(std::move(impl)));
 }
 
 const std::vector<std::string>& CpuModule::kernelNames() const { return impl_->names; }
+int CpuModule::mergedKernels() const { return impl_->mergedKernels; }
 
 kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   initializeLlvmOnce();

@@ -81,6 +81,8 @@ class CpuModule {
                                                     const CpuTargetOptions& opts);
 
   const std::vector<std::string>& kernelNames() const;
+  // Kernels compiled as an alias of an identical earlier kernel (same code under another name).
+  int mergedKernels() const;
   std::string targetCpu() const;  // the resolved CPU name (e.g. "skylake-avx512")
   std::string llvmIr() const;     // the optimised module as text (--emit=llvm)
   // Compiles the module in-process (ORC LLJIT); libm and this process's symbols are resolvable.

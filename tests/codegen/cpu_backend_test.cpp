@@ -352,6 +352,58 @@ TEST(CpuBackend, PointwiseLoopIsVectorised) {
   EXPECT_NE(ir.find("x float>"), std::string::npos) << ir;
 }
 
+// out[i] = sum_j x[i, j] * scale over a rows x 9 window, params named after `prefix`; `unroll` marks
+// the window for full unrolling (a loop hint, the only difference from the same kernel without it).
+kir::Kernel windowSum(const std::string& name, const std::string& prefix, float scale, bool unroll) {
+  KernelBuilder kb(name);
+  int x = kb.addParam(prefix + "_x", DType::F32, 4 * 9, false);
+  int out = kb.addParam(prefix + "_out", DType::F32, 4, true);
+  auto v = kb.setOuter({4});
+  auto r = kb.reductionVars({9});
+  ExprId sum = kb.reduce(ReduceOp::Sum, r, kb.load(x, kb.add(kb.mul(v[0], kb.i64(9)), r[0])));
+  if (unroll) kb.unrollWindow(sum);
+  kb.addStore(out, v[0], kb.mul(sum, kb.constant(DType::F32, scale)), false);
+  return kb.finish();
+}
+
+// Identical kernels under other names (and other param names) are compiled once, the others
+// aliases of it; kernels differing in a constant or only in a loop hint are not merged. Every name
+// still runs its own (equal) code, through the JIT and through an object file's kernel table.
+TEST(CpuBackend, IdenticalKernelsAreCompiledOnce) {
+  const std::vector<kir::Kernel> kernels = {
+      windowSum("a", "conv1", 2, true), windowSum("b", "conv2", 2, true),   // b: alias of a
+      windowSum("c", "conv3", 3, true),                                     // another constant
+      windowSum("d", "conv4", 2, false), windowSum("e", "conv5", 2, false)  // no unroll hint; e: alias of d
+  };
+  auto mod = CpuModule::build(kernels, CpuTargetOptions{});
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  EXPECT_EQ(mod.value()->mergedKernels(), 2);
+  const std::string ir = mod.value()->llvmIr();
+  EXPECT_NE(ir.find("@b = alias"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@e = alias"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("@c = alias"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("@d = alias"), std::string::npos) << ir;
+  EXPECT_EQ(mod.value()->kernelNames(), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+
+  auto jit = mod.value()->jit();
+  ASSERT_TRUE(jit.isOk()) << jit.status().message();
+  std::vector<float> x(36);
+  for (int i = 0; i < 36; ++i) x[i] = 0.25f * i - 2;
+  for (const auto& [name, scale] :
+       std::vector<std::pair<std::string, float>>{{"a", 2.f}, {"b", 2.f}, {"c", 3.f}, {"d", 2.f}, {"e", 2.f}}) {
+    auto fn = jit.value()->lookup(name);
+    ASSERT_TRUE(fn.isOk()) << name;
+    std::vector<float> out(4, -1);
+    void* bufs[] = {x.data(), out.data()};
+    (*fn)(bufs, 0, 4);
+    for (int i = 0; i < 4; ++i) {
+      double want = 0;
+      for (int j = 0; j < 9; ++j) want += x[i * 9 + j];
+      EXPECT_NEAR(out[i], want * scale, 1e-5) << name << " " << i;
+    }
+  }
+}
+
 TEST(CpuBackend, DuplicateKernelNameIsAnError) {
   auto mod = CpuModule::build({broadcastAdd(), broadcastAdd()}, CpuTargetOptions{});
   ASSERT_FALSE(mod.isOk());

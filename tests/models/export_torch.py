@@ -250,6 +250,7 @@ BENCH_MODELS = {
     "squeezenet_224": (SqueezeNet, (1, 3, 224, 224)),
     "convnext_block_56": (ConvNeXtBlock, (1, 96, 56, 56)),
     "bert2_128": (lambda: TransformerEncoder(768, 12, 3072, 2), (1, 128, 768)),
+    "bert12_128": (lambda: TransformerEncoder(768, 12, 3072, 12), (1, 128, 768)),  # BERT-base's 12 layers
     "gpt2_block_128": (Gpt2Block, (1, 128, 768)),
     "mlp_batch1": (MLP, (1, 784)),
     "mlp_batch64": (MLP, (64, 784)),
