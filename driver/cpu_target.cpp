@@ -111,9 +111,8 @@ class CpuTarget final : public Target {
 
   Expected<LinkInputs> writeLinkInputs(const Program& program, const std::string& dir) const override {
     const auto& code = static_cast<const CpuCode&>(*program.code);
-    NNC_RETURN_IF_ERROR(code.module->writeObject(dir + "/kernels.o", /*withTable=*/true));
     LinkInputs link;
-    link.objects = {dir + "/kernels.o"};
+    NNC_ASSIGN_OR_RETURN(link.objects, code.module->writeObjects(dir + "/kernels", /*withTable=*/true));
     link.libraries = {NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE, NNC_BUILTINS_ARCHIVE, "-lmvec", "-lm", "-pthread"};
     return link;
   }

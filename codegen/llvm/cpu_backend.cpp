@@ -4,11 +4,8 @@
 
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
-#include <llvm/Bitcode/BitcodeReader.h>
-#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -30,7 +27,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "codegen/llvm/kernel_lowering.h"
@@ -137,19 +139,6 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int optLevel, unsigned v
     default: mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3); break;
   }
   mpm.run(m, mam);
-}
-
-// A copy of `m` in a fresh context (the JIT takes ownership of both).
-Expected<std::pair<std::unique_ptr<llvm::LLVMContext>, std::unique_ptr<llvm::Module>>> copyToNewContext(
-    const llvm::Module& m) {
-  llvm::SmallVector<char, 0> bitcode;
-  llvm::raw_svector_ostream os(bitcode);
-  llvm::WriteBitcodeToFile(m, os);
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto parsed =
-      llvm::parseBitcodeFile(llvm::MemoryBufferRef(llvm::StringRef(bitcode.data(), bitcode.size()), "nnc"), *ctx);
-  if (!parsed) return Status::error("cpu backend: reloading the module failed: " + errorText(parsed.takeError()));
-  return std::make_pair(std::move(ctx), std::move(*parsed));
 }
 
 // `text` (printed LLVM functions) with local names (%x, %"x y", %12) and metadata references (!7)
@@ -350,16 +339,124 @@ bool hasFeature(const std::string& features, const std::string& name) {
 // ---------------------------------------------------------------------------------------------
 // CpuModule
 
-struct CpuModule::Impl {
+// One part of a module: its own context, module and target machine, so that parts are lowered,
+// optimised and compiled on different threads (LLVM contexts are not shared across threads).
+struct ModulePart {
   std::unique_ptr<llvm::LLVMContext> ctx;  // declared before module: destroyed after it
   std::unique_ptr<llvm::Module> module;
   std::unique_ptr<llvm::TargetMachine> tm;
+  std::vector<size_t> kernels;  // indices into the build's kernels
+  int merged = 0;
+};
+
+struct CpuModule::Impl {
+  std::vector<ModulePart> parts;
   std::string triple, cpu, features;
   int optLevel = 3;
   unsigned vectorMathLanes = 0;
   std::vector<std::string> names;
   int mergedKernels = 0;  // kernels that are aliases of an identical earlier one
+  const llvm::Target* target = nullptr;
+
+  std::unique_ptr<llvm::TargetMachine> makeTargetMachine() const {
+    return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+        triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, codeGenLevel(optLevel)));
+  }
 };
+
+namespace {
+
+// Runs body(0..n-1) on up to n threads; an exception in one is rethrown here (after all joined).
+void parallelFor(size_t n, const std::function<void(size_t)>& body) {
+  if (n <= 1) {
+    for (size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        body(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Kernels into `parts` bins for parallel compilation: kernels with the same kernel IR (but for the
+// name) share a bin, so that mergeIdenticalKernels finds them; bins are balanced by a size estimate
+// (expressions, and a contraction's microkernels), largest group first. Deterministic.
+std::vector<std::vector<size_t>> partitionKernels(const std::vector<kir::Kernel>& kernels, size_t parts) {
+  std::map<std::string, std::vector<size_t>> groups;  // ordered: the same partition every run
+  std::vector<std::string> keys(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::string text = kernels[i].str();  // "kernel NAME(...": the name dropped
+    const std::string head = "kernel " + kernels[i].name + "(";
+    if (text.compare(0, head.size(), head) == 0) text.erase(7, kernels[i].name.size());
+    groups[text].push_back(i);
+  }
+  struct Group {
+    int64_t cost;
+    std::vector<size_t> members;
+  };
+  std::vector<Group> sorted;
+  for (auto& [text, members] : groups) {
+    const kir::Kernel& k = kernels[members.front()];
+    sorted.push_back({static_cast<int64_t>(k.exprs.size()) + (k.contraction ? 4000 : 0), members});
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Group& a, const Group& b) { return a.cost > b.cost; });
+  std::vector<std::vector<size_t>> bins(std::max<size_t>(1, std::min(parts, sorted.size())));
+  std::vector<int64_t> load(bins.size(), 0);
+  for (const Group& g : sorted) {
+    const size_t lightest = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[lightest] += g.cost;
+    bins[lightest].insert(bins[lightest].end(), g.members.begin(), g.members.end());
+  }
+  for (std::vector<size_t>& bin : bins) std::sort(bin.begin(), bin.end());  // build order within a part
+  return bins;
+}
+
+// An object file of `part` in memory (code generation rewrites the IR, so it runs on a copy).
+Expected<llvm::SmallVector<char, 0>> emitObject(const ModulePart& part, const std::vector<std::string>* table) {
+  std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*part.module);
+  if (table) {
+    // The table names every kernel; those of other parts are external declarations here.
+    llvm::LLVMContext& c = copy->getContext();
+    llvm::FunctionType* kernelTy = llvm::FunctionType::get(
+        llvm::Type::getVoidTy(c),
+        {llvm::PointerType::getUnqual(c), llvm::Type::getInt64Ty(c), llvm::Type::getInt64Ty(c)}, false);
+    for (const std::string& name : *table)
+      if (!copy->getNamedValue(name)) copy->getOrInsertFunction(name, kernelTy);
+    addKernelTable(*copy, *table);
+  }
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager pm;
+  if (part.tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return Status::error("cpu backend: the target cannot emit object files");
+  pm.run(*copy);
+  return object;
+}
+
+// Every part's object, compiled in parallel; the kernel table (if any) goes into part 0's.
+Expected<std::vector<llvm::SmallVector<char, 0>>> emitObjects(const CpuModule::Impl& impl, bool withTable) {
+  std::vector<Expected<llvm::SmallVector<char, 0>>> results(impl.parts.size(), Status::error("not compiled"));
+  parallelFor(impl.parts.size(),
+              [&](size_t i) { results[i] = emitObject(impl.parts[i], withTable && i == 0 ? &impl.names : nullptr); });
+  std::vector<llvm::SmallVector<char, 0>> objects;
+  for (auto& r : results) {
+    if (!r) return r.status();
+    objects.push_back(std::move(*r));
+  }
+  return objects;
+}
+
+}  // namespace
 
 CpuModule::CpuModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CpuModule::~CpuModule() = default;
@@ -373,16 +470,16 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   resolveCpu(opts, &impl->cpu, &impl->features);
 
   std::string err;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(impl->triple, err);
-  if (!target) return Status::error("cpu backend: no LLVM target for '" + impl->triple + "': " + err);
-  impl->tm.reset(target->createTargetMachine(impl->triple, impl->cpu, impl->features, llvm::TargetOptions(),
-                                             llvm::Reloc::PIC_, std::nullopt, codeGenLevel(impl->optLevel)));
-  if (!impl->tm) return Status::error("cpu backend: cannot create a target machine for cpu '" + impl->cpu + "'");
-
-  impl->ctx = std::make_unique<llvm::LLVMContext>();
-  impl->module = std::make_unique<llvm::Module>("nnc_kernels", *impl->ctx);
-  impl->module->setTargetTriple(impl->triple);
-  impl->module->setDataLayout(impl->tm->createDataLayout());
+  impl->target = llvm::TargetRegistry::lookupTarget(impl->triple, err);
+  if (!impl->target) return Status::error("cpu backend: no LLVM target for '" + impl->triple + "': " + err);
+  if (!impl->makeTargetMachine())
+    return Status::error("cpu backend: cannot create a target machine for cpu '" + impl->cpu + "'");
+  std::set<std::string> seen;
+  for (const kir::Kernel& k : kernels) {
+    if (k.name.empty()) return Status::error("cpu backend: kernel without a name");
+    if (!seen.insert(k.name).second) return Status::error("cpu backend: duplicate kernel name '" + k.name + "'");
+    impl->names.push_back(k.name);
+  }
 
   llvmcpu::LoweringOptions lowering;
   lowering.cpu = impl->cpu;
@@ -391,15 +488,40 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   impl->vectorMathLanes = vectorMathLanes(opts, impl->triple, impl->features);
   lowering.vectorMathLanes = impl->vectorMathLanes;
   lowering.vectorLanes = static_cast<int>(hostTileTarget(opts).lanes);
-  for (const kir::Kernel& k : kernels) {
-    NNC_RETURN_IF_ERROR(llvmcpu::lowerKernel(k, *impl->module, lowering));
-    impl->names.push_back(k.name);
-  }
-  std::string verifyErrors;
-  llvm::raw_string_ostream vos(verifyErrors);
-  NNC_CHECK(!llvm::verifyModule(*impl->module, &vos), "cpu backend produced invalid LLVM IR: " + vos.str());
-  impl->mergedKernels = mergeIdenticalKernels(*impl->module, impl->names);
-  optimize(*impl->module, *impl->tm, impl->optLevel, impl->vectorMathLanes);
+
+  const size_t threads = opts.compileThreads > 0 ? static_cast<size_t>(opts.compileThreads)
+                                                 : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::vector<size_t>> bins = partitionKernels(kernels, std::min<size_t>(threads, kMaxCompileThreads));
+  impl->parts.resize(bins.size());
+  std::vector<Status> statuses(bins.size(), Status::ok());
+  std::vector<size_t> failedAt(bins.size(), SIZE_MAX);  // the kernel whose lowering failed
+  parallelFor(bins.size(), [&](size_t p) {
+    ModulePart& part = impl->parts[p];
+    part.kernels = std::move(bins[p]);
+    part.tm = impl->makeTargetMachine();
+    part.ctx = std::make_unique<llvm::LLVMContext>();
+    part.module = std::make_unique<llvm::Module>("nnc_kernels_" + std::to_string(p), *part.ctx);
+    part.module->setTargetTriple(impl->triple);
+    part.module->setDataLayout(part.tm->createDataLayout());
+    std::vector<std::string> names;
+    for (size_t i : part.kernels) {
+      if (Status st = llvmcpu::lowerKernel(kernels[i], *part.module, lowering); !st) {
+        statuses[p] = st;
+        failedAt[p] = i;
+        return;
+      }
+      names.push_back(kernels[i].name);
+    }
+    std::string verifyErrors;
+    llvm::raw_string_ostream vos(verifyErrors);
+    NNC_CHECK(!llvm::verifyModule(*part.module, &vos), "cpu backend produced invalid LLVM IR: " + vos.str());
+    part.merged = mergeIdenticalKernels(*part.module, names);
+    optimize(*part.module, *part.tm, impl->optLevel, impl->vectorMathLanes);
+  });
+  // The failure of the earliest kernel, whichever thread met it: the same error as a serial build.
+  const size_t failed = static_cast<size_t>(std::min_element(failedAt.begin(), failedAt.end()) - failedAt.begin());
+  if (failedAt[failed] != SIZE_MAX) return statuses[failed];
+  for (const ModulePart& part : impl->parts) impl->mergedKernels += part.merged;
   return std::unique_ptr<CpuModule>(new CpuModule(std::move(impl)));
 }
 
@@ -442,11 +564,16 @@ std::string CpuModule::targetCpu() const { return impl_->cpu; }
 std::string CpuModule::llvmIr() const {
   std::string text;
   llvm::raw_string_ostream os(text);
-  impl_->module->print(os, nullptr);
+  for (const ModulePart& part : impl_->parts) part.module->print(os, nullptr);
   return os.str();
 }
 
+int CpuModule::numParts() const { return static_cast<int>(impl_->parts.size()); }
+
 Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
+  // The parts compiled to objects in parallel, then linked in memory by ORC.
+  using Objects = std::vector<llvm::SmallVector<char, 0>>;
+  NNC_ASSIGN_OR_RETURN(Objects objects, emitObjects(*impl_, /*withTable=*/false));
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(impl_->triple)};
   jtmb.setCPU(impl_->cpu);
   jtmb.addFeatures(splitFeatures(impl_->features));
@@ -461,11 +588,13 @@ Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
       llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(impl->jit->getDataLayout().getGlobalPrefix());
   if (!generator) return Status::error("jit: " + errorText(generator.takeError()));
   impl->jit->getMainJITDylib().addGenerator(std::move(*generator));
-
-  NNC_ASSIGN_OR_RETURN(auto copy, copyToNewContext(*impl_->module));
-  llvm::orc::ThreadSafeModule tsm(std::move(copy.second), std::move(copy.first));
-  if (llvm::Error e = impl->jit->addIRModule(std::move(tsm))) return Status::error("jit: " + errorText(std::move(e)));
-  // Look every kernel up now: compilation errors surface here, and later lookups are plain reads.
+  for (size_t i = 0; i < objects.size(); ++i) {
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(objects[i].data(), objects[i].size()),
+                                                       "nnc_kernels_" + std::to_string(i) + ".o");
+    if (llvm::Error e = impl->jit->addObjectFile(std::move(buffer)))
+      return Status::error("jit: " + errorText(std::move(e)));
+  }
+  // Look every kernel up now: link errors surface here, and later lookups are plain reads.
   for (const std::string& name : impl_->names) {
     auto sym = impl->jit->lookup(name);
     if (!sym) return Status::error("jit: kernel '" + name + "': " + errorText(sym.takeError()));
@@ -474,23 +603,17 @@ Expected<std::unique_ptr<JitKernels>> CpuModule::jit() const {
   return std::unique_ptr<JitKernels>(new JitKernels(std::move(impl)));
 }
 
-Status CpuModule::writeObject(const std::string& path, bool withTable) const {
-  // Code generation rewrites the IR (CodeGenPrepare), so it runs on a copy.
-  std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*impl_->module);
-  if (withTable) addKernelTable(*copy, impl_->names);
-
-  const std::string tmp = path + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
-  {
+Expected<std::vector<std::string>> CpuModule::writeObjects(const std::string& stem, bool withTable) const {
+  using Objects = std::vector<llvm::SmallVector<char, 0>>;
+  NNC_ASSIGN_OR_RETURN(Objects objects, emitObjects(*impl_, withTable));
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const std::string path = stem + "." + std::to_string(i) + ".o";
+    const std::string tmp = path + ".tmp" + std::to_string(llvm::sys::Process::getProcessId());
     std::error_code ec;
     llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
     if (ec) return Status::error("cannot write '" + tmp + "': " + ec.message());
-    llvm::legacy::PassManager pm;
-    if (impl_->tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-      os.close();
-      llvm::sys::fs::remove(tmp);
-      return Status::error("cpu backend: the target cannot emit object files");
-    }
-    pm.run(*copy);
+    os.write(objects[i].data(), objects[i].size());
     os.close();
     if (os.has_error()) {
       std::string message = os.error().message();
@@ -498,12 +621,13 @@ Status CpuModule::writeObject(const std::string& path, bool withTable) const {
       llvm::sys::fs::remove(tmp);
       return Status::error("cannot write '" + tmp + "': " + message);
     }
+    if (std::error_code rc = llvm::sys::fs::rename(tmp, path)) {
+      llvm::sys::fs::remove(tmp);
+      return Status::error("cannot rename '" + tmp + "' to '" + path + "': " + rc.message());
+    }
+    paths.push_back(path);
   }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    return Status::error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  }
-  return Status::ok();
+  return paths;
 }
 
 }  // namespace nnc::codegen

@@ -5,7 +5,9 @@
 //   extern "C" void <kernel.name>(void* const* buffers, int64_t begin, int64_t end);
 // (rt::KernelFn) computing the kernel's outer points [begin, end); buffers[slot] is the base pointer
 // of param `slot`. The functions keep no state, so the runtime may call them concurrently on
-// disjoint [begin, end) ranges. Building a CpuModule is single-threaded.
+// disjoint [begin, end) ranges. A CpuModule is built, optimised and compiled in parts on several
+// threads (CpuTargetOptions::compileThreads): each part has its own LLVM context, and identical
+// kernels share a part so that they are compiled once.
 //
 // With a table, the object file also defines
 //   struct NncKernelEntry { const char* name; void* fn; };
@@ -42,7 +44,12 @@ struct CpuTargetOptions {
   // hosts on AVX2's tile, 128 any x86 host on SSE's (NNC_GEMM_VECTOR_BITS in the driver, for
   // measuring and testing every tile on one machine).
   int gemmVectorBits = 0;
+  // Threads that lower, optimise and compile kernels (one module part each): 0 = one per core, at
+  // most kMaxCompileThreads.
+  int compileThreads = 0;
 };
+
+inline constexpr size_t kMaxCompileThreads = 16;
 
 // The host's vector width, vector register count and cache sizes under `opts`, for shaping
 // contractions (ir/lower_contraction.h).
@@ -85,15 +92,18 @@ class CpuModule {
   int mergedKernels() const;
   std::string targetCpu() const;  // the resolved CPU name (e.g. "skylake-avx512")
   std::string llvmIr() const;     // the optimised module as text (--emit=llvm)
-  // Compiles the module in-process (ORC LLJIT); libm and this process's symbols are resolvable.
-  // May be called more than once; each call makes an independent JIT.
+  int numParts() const;           // module parts (compiled in parallel)
+  // Compiles the parts to objects (in parallel) and links them in-process (ORC LLJIT); libm and this
+  // process's symbols are resolvable. May be called more than once; each call makes an independent JIT.
   Expected<std::unique_ptr<JitKernels>> jit() const;
-  // A relocatable, position-independent object file for the host, written atomically (a temporary
-  // file renamed over `path`). With `withTable`, it also defines nnc_model_kernels/_num_kernels.
-  Status writeObject(const std::string& path, bool withTable) const;
+  // Relocatable, position-independent object files for the host, one per part, "<stem>.<i>.o", each
+  // written atomically (a temporary file renamed into place); returns their paths. With `withTable`,
+  // the first also defines nnc_model_kernels/_num_kernels.
+  Expected<std::vector<std::string>> writeObjects(const std::string& stem, bool withTable) const;
+
+  struct Impl;  // opaque: defined in cpu_backend.cpp
 
  private:
-  struct Impl;
   explicit CpuModule(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -24,6 +24,7 @@ using kir::ReduceOp;
 using testing::runChecked;
 
 kir::Kernel softmaxRows(int rows, int cols);
+std::string runCommand(const std::string& cmd);
 
 // out[i, j] = a[i, j] + b[j] over a 5x7 outer domain.
 kir::Kernel broadcastAdd() {
@@ -404,6 +405,78 @@ TEST(CpuBackend, IdenticalKernelsAreCompiledOnce) {
   }
 }
 
+// Parts compiled on several threads: every kernel runs through the JIT and through the objects'
+// table (defined in the first object, naming kernels of the others), and a lowering error is the
+// earliest kernel's, as a serial build would report it.
+TEST(CpuBackend, PartsCompiledInParallelLinkTogether) {
+  CpuTargetOptions opts;
+  opts.compileThreads = 3;
+  std::vector<kir::Kernel> kernels;
+  for (int i = 0; i < 5; ++i) kernels.push_back(windowSum("w" + std::to_string(i), "p", 1.0f + i, i % 2 == 0));
+  auto mod = CpuModule::build(kernels, opts);
+  ASSERT_TRUE(mod.isOk()) << mod.status().message();
+  EXPECT_EQ(mod.value()->numParts(), 3);
+  EXPECT_EQ(mod.value()->mergedKernels(), 0);
+  std::vector<float> x(36);
+  for (int i = 0; i < 36; ++i) x[i] = 0.5f * i - 7;
+  auto check = [&](const std::string& name, rt::KernelFn fn, float scale) {
+    std::vector<float> out(4, -1);
+    void* bufs[] = {x.data(), out.data()};
+    fn(bufs, 0, 4);
+    for (int i = 0; i < 4; ++i) {
+      double want = 0;
+      for (int j = 0; j < 9; ++j) want += x[i * 9 + j];
+      EXPECT_NEAR(out[i], want * scale, 1e-4) << name << " " << i;
+    }
+  };
+  auto jit = mod.value()->jit();
+  ASSERT_TRUE(jit.isOk()) << jit.status().message();
+  for (int i = 0; i < 5; ++i) {
+    auto fn = jit.value()->lookup("w" + std::to_string(i));
+    ASSERT_TRUE(fn.isOk());
+    check("jit w" + std::to_string(i), *fn, 1.0f + i);
+  }
+  auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_parts_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto objs = mod.value()->writeObjects((dir / "k").string(), true);
+  ASSERT_TRUE(objs.isOk()) << objs.status().message();
+  ASSERT_EQ(objs->size(), 3u);
+  std::string cmd = "cc -shared -o " + (dir / "k.so").string();
+  for (const std::string& o : *objs) cmd += " " + o;
+  ASSERT_EQ(std::system((cmd + " -lm").c_str()), 0);
+  void* h = ::dlopen((dir / "k.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  auto* table = static_cast<const NncKernelEntry*>(::dlsym(h, "nnc_model_kernels"));
+  auto* count = static_cast<const int64_t*>(::dlsym(h, "nnc_model_num_kernels"));
+  ASSERT_TRUE(table && count);
+  ASSERT_EQ(*count, 5);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(std::string(table[i].name), "w" + std::to_string(i));
+    check(std::string("so ") + table[i].name, reinterpret_cast<rt::KernelFn>(table[i].fn), 1.0f + i);
+  }
+  ::dlclose(h);
+  std::filesystem::remove_all(dir);
+
+  // Two kernels that cannot be lowered, in different parts: the earlier one is reported.
+  auto badKernel = [](const std::string& name) {
+    KernelBuilder kb(name);
+    int xi = kb.addParam("x", DType::I32, 4, false);
+    int out = kb.addParam("out", DType::I32, 4, true);
+    auto v = kb.setOuter({4});
+    kb.addStore(out, v[0], kb.unary(ExprOp::Exp, kb.load(xi, v[0])), false);
+    return kb.finish();
+  };
+  std::vector<kir::Kernel> withBad = {windowSum("ok0", "p", 1, true), badKernel("bad1"), badKernel("bad2x"),
+                                      windowSum("ok3", "p", 2, false)};
+  for (int threads : {1, 2, 4}) {
+    opts.compileThreads = threads;
+    auto failed = CpuModule::build(withBad, opts);
+    ASSERT_FALSE(failed.isOk());
+    EXPECT_NE(failed.status().message().find("kernel 'bad1'"), std::string::npos)
+        << threads << " threads: " << failed.status().message();
+  }
+}
+
 TEST(CpuBackend, DuplicateKernelNameIsAnError) {
   auto mod = CpuModule::build({broadcastAdd(), broadcastAdd()}, CpuTargetOptions{});
   ASSERT_FALSE(mod.isOk());
@@ -429,12 +502,16 @@ TEST(CpuBackend, WriteObjectWithKernelTable) {
   ASSERT_TRUE(mod.isOk()) << mod.status().message();
   auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_backend_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / "kernels.o").string();
-  Status st = mod.value()->writeObject(path, /*withTable=*/true);
-  ASSERT_TRUE(st.isOk()) << st.message();
-  ASSERT_TRUE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp" + std::to_string(::getpid())));
-  std::string cmd = "nm " + path;
+  auto paths = mod.value()->writeObjects((dir / "kernels").string(), /*withTable=*/true);
+  ASSERT_TRUE(paths.isOk()) << paths.status().message();
+  ASSERT_EQ(paths->size(), static_cast<size_t>(mod.value()->numParts()));
+  std::string all;
+  for (const std::string& path : *paths) {
+    ASSERT_TRUE(std::filesystem::exists(path));
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp" + std::to_string(::getpid())));
+    all += " " + path;
+  }
+  std::string cmd = "nm" + all;
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -446,12 +523,13 @@ TEST(CpuBackend, WriteObjectWithKernelTable) {
   EXPECT_NE(out.find(" nnc_model_kernels"), std::string::npos) << out;
   EXPECT_NE(out.find(" R nnc_model_num_kernels"), std::string::npos) << out;
 
+  // The table is defined once, in the first object.
+  EXPECT_NE(runCommand("nm " + paths->front()).find(" nnc_model_kernels"), std::string::npos);
   // Without the table; and into a missing directory, which must fail cleanly.
-  const std::string plain = (dir / "plain.o").string();
-  ASSERT_TRUE(mod.value()->writeObject(plain, false).isOk());
-  Status bad = mod.value()->writeObject((dir / "missing" / "x.o").string(), false);
-  EXPECT_FALSE(bad.isOk());
-  EXPECT_NE(bad.message().find("cannot write"), std::string::npos) << bad.message();
+  ASSERT_TRUE(mod.value()->writeObjects((dir / "plain").string(), false).isOk());
+  auto bad = mod.value()->writeObjects((dir / "missing" / "x").string(), false);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("cannot write"), std::string::npos) << bad.status().message();
   std::filesystem::remove_all(dir);
 }
 
@@ -499,9 +577,9 @@ TEST(CpuBackend, GenericCpuNeedsNoCompilerRuntimeHelpers) {
   }
   auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_generic_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string obj = (dir / "g.o").string();
-  ASSERT_TRUE(mod.value()->writeObject(obj, false).isOk());
-  std::string undefined = runCommand("nm -u " + obj);
+  auto objs = mod.value()->writeObjects((dir / "g").string(), false);
+  ASSERT_TRUE(objs.isOk()) << objs.status().message();
+  std::string undefined = runCommand("nm -u " + objs->front());
   EXPECT_EQ(undefined.find("__"), std::string::npos) << undefined;
   std::filesystem::remove_all(dir);
 }
@@ -512,9 +590,11 @@ TEST(CpuBackend, ObjectLinksIntoSharedLibraryAndRuns) {
   ASSERT_TRUE(mod.isOk()) << mod.status().message();
   auto dir = std::filesystem::temp_directory_path() / ("nnc_cpu_backend_so_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string obj = (dir / "k.o").string(), so = (dir / "k.so").string();
-  ASSERT_TRUE(mod.value()->writeObject(obj, true).isOk());
-  ASSERT_EQ(std::system(("cc -shared -o " + so + " " + obj + " -lm").c_str()), 0);
+  const std::string so = (dir / "k.so").string();
+  auto objs = mod.value()->writeObjects((dir / "k").string(), true);
+  ASSERT_TRUE(objs.isOk()) << objs.status().message();
+  ASSERT_EQ(objs->size(), 1u);
+  ASSERT_EQ(std::system(("cc -shared -o " + so + " " + objs->front() + " -lm").c_str()), 0);
   void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << ::dlerror();
   auto* table = static_cast<const NncKernelEntry*>(::dlsym(h, "nnc_model_kernels"));

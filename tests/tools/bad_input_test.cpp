@@ -275,7 +275,7 @@ case " $* " in *' -shared '*) ;; *) exec c++ "$@" ;; esac
 prev=
 for a in "$@"; do
   [ "$prev" = -o ] && echo partial > "$a"
-  case "$a" in */kernels.o) echo "$a" > "$NNC_TEST_LOG" ;; esac
+  case "$a" in */kernels.0.o) echo "$a" > "$NNC_TEST_LOG" ;; esac
   prev=$a
 done
 echo 'fake linker: out of disk' >&2
@@ -289,7 +289,7 @@ exit 1
   EXPECT_EQ(r.err.rfind("nnc: error: model.onnx: linker failed: ", 0), 0u) << r;
   EXPECT_TRUE(contains(r.err, "fake linker: out of disk")) << r;
   EXPECT_EQ(listTree(dir.path()), before) << r;
-  // The compiler's scratch directory (where kernels.o was) is gone too.
+  // The compiler's scratch directory (where the kernel objects were) is gone too.
   std::string kernels = readFile(log);
   ASSERT_FALSE(kernels.empty()) << "the fake linker did not run";
   kernels.pop_back();  // newline
