@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -40,6 +41,24 @@ std::string originOf(const KernelGroup& g) {
   std::string s;
   for (const Node* n : g.nodes) s += (s.empty() ? "" : ", ") + n->name();
   return s;
+}
+
+// Test-only fault injection: with NNC_FAULT_NODE=<node name>, the loop kernels of the group holding
+// that node add 1 to every floating-point value they store, so that the tests of `nnc bisect` can
+// check that it names the right group. Never set outside those tests.
+void injectFault(const KernelGroup& group, kir::Kernel& k) {
+  const char* faulty = std::getenv("NNC_FAULT_NODE");
+  if (!faulty || !*faulty) return;
+  if (std::none_of(group.nodes.begin(), group.nodes.end(), [&](const Node* n) { return n->name() == faulty; })) return;
+  for (kir::Store& s : k.stores) {
+    const DType t = k.exprs[s.value].dtype;
+    if (!isFloat(t)) continue;
+    kir::ExprNode one{kir::ExprOp::Const, t};
+    one.fval = 1;
+    k.exprs.push_back(one);
+    k.exprs.push_back(kir::ExprNode{kir::ExprOp::Add, t, s.value, static_cast<kir::ExprId>(k.exprs.size() - 1)});
+    s.value = static_cast<kir::ExprId>(k.exprs.size() - 1);
+  }
 }
 
 class PlanBuilder {
@@ -153,6 +172,7 @@ class PlanBuilder {
     const KernelGroup& group = out_.groups[index];
     NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
     for (LoweredKernel& lk : kernels) {
+      injectFault(group, lk.kernel);
       if (lk.kernel.writesNothing()) continue;  // all its outputs are empty (and its loops may not be)
       rt::Step step;
       step.kind = rt::StepKind::Kernel;

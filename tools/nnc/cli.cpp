@@ -132,6 +132,7 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(std::string v, value(flag));
       NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, flag));
       (flag == "--rtol" ? o.rtol : o.atol) = d;
+      (flag == "--rtol" ? o.rtolGiven : o.atolGiven) = true;
     } else if (is("--iterations") || is("--warmup") || is("--threads")) {
       const std::string flag = arg.substr(0, arg.find('='));
       NNC_ASSIGN_OR_RETURN(std::string v, value(flag));

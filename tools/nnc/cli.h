@@ -27,6 +27,7 @@ struct CommonOptions {
   std::string expectPass;                     // nnc test --expect-pass=FILE
   std::string writePassing;                   // nnc test --write-passing=FILE
   double rtol = 1e-3, atol = 1e-7;            // nnc test (ONNX backend test defaults)
+  bool rtolGiven = false, atolGiven = false;  // nnc bisect has its own defaults (1e-4, 1e-5)
   int shardIndex = 0, shardCount = 1;         // nnc test --shard=K/N
   int iterations = 50, warmup = 5;            // nnc bench
   bool perKernel = false;                     // nnc bench --per-kernel
@@ -77,6 +78,7 @@ int testCommand(const CommonOptions& o);
 int benchCommand(const CommonOptions& o);
 
 int explainCommand(const CommonOptions& o);
+int bisectCommand(const CommonOptions& o);
 
 // `s` as a JSON string literal (quoted, escaped).
 std::string jsonString(const std::string& s);

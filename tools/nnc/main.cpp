@@ -23,6 +23,9 @@ const char kUsage[] =
     "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--json] [--per-kernel]\n"
     "       nnc explain MODEL.onnx [--json]                 the fusion report: each kernel's nodes, bytes and\n"
     "                                                       FLOPs, and why each edge between kernels is not fused\n"
+    "       nnc bisect MODEL.onnx --input NAME=FILE.pb ... [--rtol=1e-4] [--atol=1e-5]\n"
+    "                                                       each fused kernel alone vs the reference evaluator:\n"
+    "                                                       the first one out of tolerance, its worst element\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
     "  --target=cpu|cuda            code generation target (default cpu)\n"
@@ -64,13 +67,14 @@ int runNnc(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string first = argv[1];
-  const bool sub = first == "run" || first == "test" || first == "bench" || first == "explain";
+  const bool sub = first == "run" || first == "test" || first == "bench" || first == "explain" || first == "bisect";
   nnc::Expected<nnc::cli::CommonOptions> options = nnc::cli::parseOptions(argc, argv, sub ? 2 : 1);
   if (!options) return nnc::cli::fail(options.status().message());
   if (first == "run") return nnc::cli::runCommand(*options);
   if (first == "test") return nnc::cli::testCommand(*options);
   if (first == "bench") return nnc::cli::benchCommand(*options);
   if (first == "explain") return nnc::cli::explainCommand(*options);
+  if (first == "bisect") return nnc::cli::bisectCommand(*options);
   return nnc::cli::compileCommand(*options);
 }
 
