@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "driver/plan_builder.h"
+#include "driver/runtime_files.h"
 #include "driver/target.h"
 #include "ir/printer.h"
 #include "passes/fusion.h"
@@ -312,7 +313,8 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   link.insert(link.end(), targetParts.objects.begin(), targetParts.objects.end());
   link.insert(link.end(), {dir + "/data.o", "-Wl,--undefined=nnc_model_create"});
   link.insert(link.end(), targetParts.libraries.begin(), targetParts.libraries.end());
-  link.insert(link.end(), {"-Wl,-Bsymbolic", "-Wl,--no-undefined", "-Wl,--version-script=" NNC_RUNTIME_VERSION_SCRIPT});
+  link.insert(link.end(), {"-Wl,-Bsymbolic", "-Wl,--no-undefined",
+                           "-Wl,--version-script=" + runtimeFile(RuntimeFile::VersionScript, options.runtimeDir)});
   for (std::string flag : {std::string(NNC_EXTRA_LINK_FLAGS)})
     if (!flag.empty()) link.push_back(flag);
   Status linked = runCommand(link, "linker");

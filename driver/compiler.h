@@ -29,6 +29,11 @@ struct CompileOptions {
   int numThreads = 0;                                    // JIT handles: 0 = one per core
   nnc_cuda_graphs cudaGraphs = NNC_CUDA_GRAPHS_DEFAULT;  // JIT handles of target cuda (nnc_options.cuda_graphs)
   std::ostream* log = nullptr;                           // where -v, --print-after-all and --time-passes write
+  // Where the files a model.so is linked from are (runtime archives, version script): empty searches
+  // $NNC_RUNTIME_DIR, <executable>/../lib/nnc, then the build tree (driver/runtime_files.h). A
+  // program built against an installed nnc (find_package(nnc)) passes NNC_RUNTIME_DIR, which the
+  // package defines.
+  std::string runtimeDir;
 };
 
 // What a compile produced, for --emit and nnc bench.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "codegen/llvm/cpu_backend.h"
+#include "driver/runtime_files.h"
 #include "driver/target.h"
 #include "ir/op_registry.h"
 #include "ir/ops/window.h"
@@ -113,7 +114,12 @@ class CpuTarget final : public Target {
     const auto& code = static_cast<const CpuCode&>(*program.code);
     LinkInputs link;
     NNC_ASSIGN_OR_RETURN(link.objects, code.module->writeObjects(dir + "/kernels", /*withTable=*/true));
-    link.libraries = {NNC_RUNTIME_AOT_ARCHIVE, NNC_RUNTIME_ARCHIVE, NNC_BUILTINS_ARCHIVE, "-lmvec", "-lm", "-pthread"};
+    link.libraries = {runtimeFile(RuntimeFile::RuntimeAot, options_.runtimeDir),
+                      runtimeFile(RuntimeFile::Runtime, options_.runtimeDir),
+                      runtimeFile(RuntimeFile::Builtins, options_.runtimeDir),
+                      "-lmvec",
+                      "-lm",
+                      "-pthread"};
     return link;
   }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "driver/runtime_files.h"
 #include "driver/target.h"
 #include "ir/op_registry.h"
 #include "runtime/cuda/cuda_executor.h"
@@ -190,10 +191,10 @@ class CudaTarget final : public Target {
              << "  .incbin \"" << dir << "/kernels.ptx\"\n  .byte 0\n";
     LinkInputs link;
     link.assembly = assembly.str();
-    link.libraries = {NNC_RUNTIME_CUDA_AOT_ARCHIVE,
-                      NNC_RUNTIME_CUDA_ARCHIVE,
-                      NNC_RUNTIME_ARCHIVE,
-                      NNC_BUILTINS_ARCHIVE,
+    link.libraries = {runtimeFile(RuntimeFile::RuntimeCudaAot, options_.runtimeDir),
+                      runtimeFile(RuntimeFile::RuntimeCuda, options_.runtimeDir),
+                      runtimeFile(RuntimeFile::Runtime, options_.runtimeDir),
+                      runtimeFile(RuntimeFile::Builtins, options_.runtimeDir),
                       "-ldl",
                       "-lm",
                       "-pthread"};

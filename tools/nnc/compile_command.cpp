@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "driver/runtime_files.h"
 #include "tools/nnc/cli.h"
 
 namespace nnc::cli {
@@ -74,6 +75,8 @@ int compileCommand(const CommonOptions& o) {
       return fail("cannot write '" + o.dumpGraph + "': " + why);
     }
   }
+  if (o.verbose && !o.output.empty())
+    std::fprintf(stderr, "nnc: runtime archives from %s\n", runtimeDirectory(options.runtimeDir).c_str());
   if (o.verbose)
     std::fprintf(stderr, "nnc: %d kernels, %d library calls, %d host steps, arena %llu bytes, weights %llu bytes\n",
                  report.numKernels, report.numLibraryCalls, report.numBuiltins,
