@@ -143,6 +143,28 @@ TEST_F(TestCommand, ShardsSplitTheCases) {
   EXPECT_TRUE(contains(s1.out, "1 passed, 0 failed, 0 skipped\n")) << s1;
 }
 
+// A case that crashes fails alone, and the ones after it run, whether each case has its own child
+// (the cpu's default) or cases share a worker process (cuda's default, NNC_TEST_WORKER=1 here); a
+// failing case ends the worker, so the next one starts in a fresh process. Both give the same report.
+TEST_F(TestCommand, ACrashFailsThatCaseAloneInBothIsolationModes) {
+  addGoodCase("test_a");
+  addGoodCase("test_b");
+  addWrongCase("test_c");
+  addGoodCase("test_d");
+  const std::string want =
+      "PASS test_a\nFAIL test_b: crashed with signal 6 (Aborted)\nFAIL test_c: test_data_set_0 output 0: ";
+  std::string reports[2];
+  for (const char* worker : {"0", "1"}) {
+    RunResult r =
+        runNnc({"test", "cases"}, dir.path(), {{"NNC_TEST_WORKER", worker}, {"NNC_TEST_CRASH_CASE", "test_b"}});
+    EXPECT_EQ(r.exitCode, 1) << r;
+    EXPECT_EQ(r.out.rfind(want, 0), 0u) << worker << "\n" << r;
+    EXPECT_TRUE(contains(r.out, "PASS test_d\n2 passed, 2 failed, 0 skipped\n")) << worker << "\n" << r;
+    reports[worker[0] - '0'] = r.out;
+  }
+  EXPECT_EQ(reports[0], reports[1]);
+}
+
 TEST_F(TestCommand, BadShardIsRejected) {
   addGoodCase("test_a");
   for (const char* shard : {"2/2", "a/2", "1/x", "1", "-1/2"}) {

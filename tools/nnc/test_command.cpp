@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -160,6 +161,26 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
 
 constexpr unsigned kCaseTimeoutSeconds = 300;
 
+std::string encode(const CaseResult& r) {
+  return std::string(1, static_cast<char>('0' + static_cast<int>(r.outcome))) + r.detail;
+}
+
+CaseResult crashResult(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return {Outcome::Fail, sig == SIGALRM ? "timed out after " + std::to_string(kCaseTimeoutSeconds) + " s"
+                                          : "crashed with signal " + std::to_string(sig) + " (" + strsignal(sig) + ")"};
+  }
+  return {Outcome::Fail, "the case exited without a result"};
+}
+
+// Test-only: NNC_TEST_CRASH_CASE=<case name> makes that case abort in its child, so the tests can
+// check that a crash fails that case alone, in both isolation modes.
+void crashIfAsked(const std::string& dir) {
+  const char* name = std::getenv("NNC_TEST_CRASH_CASE");
+  if (name && *name && baseName(dir) == name) std::abort();
+}
+
 // Runs `body` in a forked child and returns what it wrote back, with the child's wait status;
 // nullopt when no child could be started.
 struct ChildResult {
@@ -202,20 +223,120 @@ std::optional<ChildResult> runInChild(const std::function<std::string()>& body, 
 CaseResult runCaseIsolated(const std::string& dir, const CommonOptions& o) {
   std::optional<ChildResult> child = runInChild(
       [&] {
-        CaseResult r = runCase(dir, o);
-        return std::string(1, static_cast<char>('0' + static_cast<int>(r.outcome))) + r.detail;
+        crashIfAsked(dir);
+        return encode(runCase(dir, o));
       },
       kCaseTimeoutSeconds);
   if (!child) return runCase(dir, o);
-  if (WIFSIGNALED(child->status)) {
-    const int sig = WTERMSIG(child->status);
-    return {Outcome::Fail, sig == SIGALRM ? "timed out after " + std::to_string(kCaseTimeoutSeconds) + " s"
-                                          : "crashed with signal " + std::to_string(sig) + " (" + strsignal(sig) + ")"};
-  }
   const std::string& msg = child->message;
-  if (msg.empty()) return {Outcome::Fail, "the case exited without a result"};
+  if (WIFSIGNALED(child->status) || msg.empty()) return crashResult(child->status);
   return {static_cast<Outcome>(msg[0] - '0'), msg.substr(1)};
 }
+
+// Length-prefixed messages over a pipe. False on EOF or error.
+bool writeMessage(int fd, const std::string& msg) {
+  const uint64_t size = msg.size();
+  std::string framed(reinterpret_cast<const char*>(&size), sizeof size);
+  framed += msg;
+  for (size_t off = 0; off < framed.size();) {
+    const ssize_t n = write(fd, framed.data() + off, framed.size() - off);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool readExactly(int fd, char* out, size_t size) {
+  for (size_t off = 0; off < size;) {
+    const ssize_t n = read(fd, out + off, size - off);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool readMessage(int fd, std::string* msg) {
+  uint64_t size = 0;
+  if (!readExactly(fd, reinterpret_cast<char*>(&size), sizeof size) || size > (uint64_t{1} << 30)) return false;
+  msg->assign(size, '\0');
+  return readExactly(fd, msg->data(), size);
+}
+
+// A child process that runs cases one after another: for --target=cuda the driver and a context are
+// set up once per worker instead of once per case (most of a small case's time on a GPU: ~2.6 s per
+// case with a fork each, 2026-11-26 on an H200). A case that crashes or times out ends the worker,
+// and so does any case that does not pass (a sticky device error must not leak into the next case):
+// the next case starts a new one. Results are those of runCaseIsolated.
+class CaseWorker {
+ public:
+  explicit CaseWorker(const CommonOptions& o) : o_(o) {}
+  ~CaseWorker() { stop(); }
+  CaseWorker(const CaseWorker&) = delete;
+  CaseWorker& operator=(const CaseWorker&) = delete;
+
+  CaseResult run(const std::string& dir) {
+    if (pid_ < 0 && !start()) return runCaseIsolated(dir, o_);
+    std::string reply;
+    if (!writeMessage(toChild_, dir) || !readMessage(fromChild_, &reply) || reply.empty()) {
+      const int status = stop();
+      return crashResult(status);
+    }
+    CaseResult r{static_cast<Outcome>(reply[0] - '0'), reply.substr(1)};
+    if (r.outcome != Outcome::Pass) stop();
+    return r;
+  }
+
+ private:
+  bool start() {
+    int down[2], up[2];
+    if (pipe(down) != 0) return false;
+    if (pipe(up) != 0) {
+      close(down[0]);
+      close(down[1]);
+      return false;
+    }
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (int fd : {down[0], down[1], up[0], up[1]}) close(fd);
+      return false;
+    }
+    if (pid == 0) {
+      close(down[1]);
+      close(up[0]);
+      std::string dir;
+      while (readMessage(down[0], &dir)) {
+        alarm(kCaseTimeoutSeconds);
+        crashIfAsked(dir);
+        const CaseResult r = runCase(dir, o_);
+        alarm(0);
+        if (!writeMessage(up[1], encode(r))) break;
+      }
+      _exit(0);
+    }
+    close(down[0]);
+    close(up[1]);
+    pid_ = pid;
+    toChild_ = down[1];
+    fromChild_ = up[0];
+    return true;
+  }
+
+  // Ends the worker (it exits when its input closes); returns its wait status.
+  int stop() {
+    if (pid_ < 0) return 0;
+    close(toChild_);
+    close(fromChild_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  const CommonOptions& o_;
+  pid_t pid_ = -1;
+  int toChild_ = -1, fromChild_ = -1;
+};
 
 // Whether a CUDA device is usable, asked in a child process: CUDA does not survive fork(), so the
 // parent, which forks a child per case, must never initialise the driver itself.
@@ -277,9 +398,15 @@ int testCommand(const CommonOptions& o) {
   }
   int passed = 0, failed = 0, skipped = 0, regressions = 0;
   std::vector<std::string> passing;
+  // cuda: cases run in a reused worker process (CaseWorker); cpu: each case in its own child, where
+  // a fork costs little (NNC_TEST_WORKER=1 makes the cpu use a worker too, for the tests).
+  const char* workerEnv = std::getenv("NNC_TEST_WORKER");
+  const bool useWorker = o.compile.target == "cuda" || (workerEnv && std::string(workerEnv) == "1");
+  signal(SIGPIPE, SIG_IGN);  // a worker that died mid-case must not take this process with it
+  CaseWorker worker(o);
   for (const std::string& c : cases) {
     const std::string name = baseName(c);
-    CaseResult r = runCaseIsolated(c, o);
+    CaseResult r = useWorker ? worker.run(c) : runCaseIsolated(c, o);
     const bool listed = expected.count(name) != 0;
     switch (r.outcome) {
       case Outcome::Pass:
