@@ -91,8 +91,7 @@ void describeFusion(const LoweredProgram& lowered, CompileReport& report) {
   }
   for (const passes::FusionCut& c : lowered.cuts) {
     const Value* v = c.value;
-    report.cuts.push_back({v->name(), static_cast<uint64_t>(v->shape().numel()) * dtypeSize(v->dtype()), c.fromGroup,
-                           c.toGroup, c.consumer->name(), c.reason});
+    report.cuts.push_back({v->name(), v->byteSize(), c.fromGroup, c.toGroup, c.consumer->name(), c.reason});
   }
 }
 

@@ -24,10 +24,8 @@ constexpr uint64_t kAlignment = 64;
 
 uint64_t alignUp(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
 
-uint64_t byteSize(const Value* v) { return static_cast<uint64_t>(v->shape().numel()) * dtypeSize(v->dtype()); }
-
 rt::TensorDesc describe(const Value* v, const std::string& name) {
-  return {name, dtypeToOnnx(v->dtype()), v->shape().dims(), byteSize(v)};
+  return {name, dtypeToOnnx(v->dtype()), v->shape().dims(), v->byteSize()};
 }
 
 // A C identifier for kernel number `i` built from its first op: "nnc_k12_conv".
@@ -71,21 +69,21 @@ class PlanBuilder {
     for (size_t i = 0; i < graph_.inputs().size(); ++i) {
       const Value* v = graph_.inputs()[i];
       plan.inputs.push_back(describe(v, v->name()));
-      bufferOf_[v] = addBuffer({rt::BufferKind::Input, i, byteSize(v)});
+      bufferOf_[v] = addBuffer({rt::BufferKind::Input, i, v->byteSize()});
     }
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       const Value* v = graph_.outputs()[i];
       if (v->isGraphInput() || v->isConstant() || bufferOf_.count(v))
         return Status::error("internal: output '" + v->name() + "' is not materialized");
       plan.outputs.push_back(describe(v, i < outputNames.size() ? outputNames[i] : v->name()));
-      bufferOf_[v] = addBuffer({rt::BufferKind::Output, i, byteSize(v)});
+      bufferOf_[v] = addBuffer({rt::BufferKind::Output, i, v->byteSize()});
     }
     // Arena buffers: every group result that is not a graph output.
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       for (const Value* v : out_.groups[g].outputs) {
         if (bufferOf_.count(v)) continue;
-        bufferOf_[v] = addBuffer({rt::BufferKind::Arena, 0, byteSize(v)});
-        lifetimes_[v] = {byteSize(v), static_cast<int>(g), static_cast<int>(g)};
+        bufferOf_[v] = addBuffer({rt::BufferKind::Arena, 0, v->byteSize()});
+        lifetimes_[v] = {v->byteSize(), static_cast<int>(g), static_cast<int>(g)};
       }
     }
     NNC_RETURN_IF_ERROR(lowerContractions());
@@ -241,7 +239,7 @@ class PlanBuilder {
   int32_t bufferOf(const Value* v) {
     auto it = bufferOf_.find(v);
     if (it != bufferOf_.end()) return it->second;
-    const int32_t id = appendArenaBuffer(byteSize(v));
+    const int32_t id = appendArenaBuffer(v->byteSize());
     bufferOf_[v] = id;
     return id;
   }

@@ -28,6 +28,7 @@ class Value {
   const std::string& name() const { return name_; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
+  uint64_t byteSize() const { return static_cast<uint64_t>(shape_.numel()) * dtypeSize(dtype_); }
   Node* producer() const { return producer_; }
   int producerOutput() const { return producerOutput_; }
   const std::vector<Use>& users() const { return users_; }

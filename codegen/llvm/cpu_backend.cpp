@@ -355,7 +355,6 @@ struct CpuModule::Impl {
   int optLevel = 3;
   unsigned vectorMathLanes = 0;
   std::vector<std::string> names;
-  int mergedKernels = 0;  // kernels that are aliases of an identical earlier one
   const llvm::Target* target = nullptr;
 
   std::unique_ptr<llvm::TargetMachine> makeTargetMachine() const {
@@ -393,7 +392,6 @@ void parallelFor(size_t n, const std::function<void(size_t)>& body) {
 // (expressions, and a contraction's microkernels), largest group first. Deterministic.
 std::vector<std::vector<size_t>> partitionKernels(const std::vector<kir::Kernel>& kernels, size_t parts) {
   std::map<std::string, std::vector<size_t>> groups;  // ordered: the same partition every run
-  std::vector<std::string> keys(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     std::string text = kernels[i].str();  // "kernel NAME(...": the name dropped
     const std::string head = "kernel " + kernels[i].name + "(";
@@ -521,12 +519,15 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   // The failure of the earliest kernel, whichever thread met it: the same error as a serial build.
   const size_t failed = static_cast<size_t>(std::min_element(failedAt.begin(), failedAt.end()) - failedAt.begin());
   if (failedAt[failed] != SIZE_MAX) return statuses[failed];
-  for (const ModulePart& part : impl->parts) impl->mergedKernels += part.merged;
   return std::unique_ptr<CpuModule>(new CpuModule(std::move(impl)));
 }
 
 const std::vector<std::string>& CpuModule::kernelNames() const { return impl_->names; }
-int CpuModule::mergedKernels() const { return impl_->mergedKernels; }
+int CpuModule::mergedKernels() const {
+  int merged = 0;
+  for (const ModulePart& part : impl_->parts) merged += part.merged;
+  return merged;
+}
 
 kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   initializeLlvmOnce();
