@@ -10,6 +10,7 @@
 #include "driver/target.h"
 #include "ir/op_registry.h"
 #include "runtime/cuda/cuda_executor.h"
+#include "runtime/cuda/emulator.h"
 #include "runtime/gemm.h"
 #if NNC_HAVE_CUDA
 #include "codegen/cuda/cuda_emitter.h"
@@ -54,6 +55,7 @@ passes::FusionDecision acceptsBias(const Node& mm, const Node& n, const Value* i
 struct CudaCode : TargetCode {
   std::vector<uint8_t> cubin;  // empty when there are no kernels
   std::string ptx;
+  std::string emulatorSource;  // emu::kEmulatedSourceMagic + the CUDA C++; empty when there are no kernels
 };
 
 class CudaTarget final : public Target {
@@ -145,6 +147,7 @@ class CudaTarget final : public Target {
       code->cubin = std::move(compiled.cubin);
       code->ptx = std::move(compiled.ptx);
       program.report.ptx = code->ptx;
+      code->emulatorSource = rt::cuda::emu::kEmulatedSourceMagic + program.report.cudaSource;
     }
     program.code = std::move(code);
     return Status::ok();
@@ -164,6 +167,8 @@ class CudaTarget final : public Target {
     images.cubinSize = code.cubin.size();
     images.ptx = code.ptx.c_str();
     images.ptxSize = code.ptx.size();
+    images.source = code.emulatorSource.c_str();
+    images.sourceSize = code.emulatorSource.size();
     std::string error;
     nnc_status status = NNC_OK;
     const uint8_t* data = weights->data();
@@ -174,21 +179,26 @@ class CudaTarget final : public Target {
     return handle;
   }
 
-  // The CUDA module images (runtime/cuda/cuda_aot_entry.cpp), the PTX NUL-terminated text; no host
-  // kernels. The CUDA executor opens libcuda with dlopen (-ldl), never links it.
+  // The CUDA module images (runtime/cuda/cuda_aot_entry.cpp), the PTX and the emulator's source as
+  // NUL-terminated text; no host kernels. The CUDA executor opens libcuda with dlopen (-ldl), never links it.
   Expected<LinkInputs> writeLinkInputs(const Program& program, const std::string& dir) const override {
     const auto& code = static_cast<const CudaCode&>(*program.code);
     NNC_RETURN_IF_ERROR(writeFile(dir + "/kernels.cubin", code.cubin.data(), code.cubin.size()));
     NNC_RETURN_IF_ERROR(writeFile(dir + "/kernels.ptx", code.ptx.data(), code.ptx.size()));
+    NNC_RETURN_IF_ERROR(writeFile(dir + "/kernels.cu", code.emulatorSource.data(), code.emulatorSource.size()));
     std::ostringstream assembly;
     assembly << "  .globl nnc_embedded_cubin_size\n  .hidden nnc_embedded_cubin_size\n  .balign 8\n"
              << "nnc_embedded_cubin_size:\n  .quad " << code.cubin.size() << "\n"
              << "  .globl nnc_embedded_ptx_size\n  .hidden nnc_embedded_ptx_size\n  .balign 8\n"
              << "nnc_embedded_ptx_size:\n  .quad " << code.ptx.size() << "\n"
+             << "  .globl nnc_embedded_cuda_source_size\n  .hidden nnc_embedded_cuda_source_size\n  .balign 8\n"
+             << "nnc_embedded_cuda_source_size:\n  .quad " << code.emulatorSource.size() << "\n"
              << "  .globl nnc_embedded_cubin\n  .hidden nnc_embedded_cubin\n  .balign 128\nnnc_embedded_cubin:\n"
              << "  .incbin \"" << dir << "/kernels.cubin\"\n  .byte 0\n"
              << "  .globl nnc_embedded_ptx\n  .hidden nnc_embedded_ptx\n  .balign 64\nnnc_embedded_ptx:\n"
-             << "  .incbin \"" << dir << "/kernels.ptx\"\n  .byte 0\n";
+             << "  .incbin \"" << dir << "/kernels.ptx\"\n  .byte 0\n"
+             << "  .globl nnc_embedded_cuda_source\n  .hidden nnc_embedded_cuda_source\n  .balign 64\n"
+             << "nnc_embedded_cuda_source:\n  .incbin \"" << dir << "/kernels.cu\"\n  .byte 0\n";
     LinkInputs link;
     link.assembly = assembly.str();
     link.libraries = {runtimeFile(RuntimeFile::RuntimeCudaAot, options_.runtimeDir),

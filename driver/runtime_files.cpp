@@ -22,6 +22,7 @@ Entry entryOf(RuntimeFile file) {
     case RuntimeFile::RuntimeCuda: return {"libnnc_runtime_cuda.a", NNC_RUNTIME_CUDA_ARCHIVE};
     case RuntimeFile::RuntimeCudaAot: return {"libnnc_runtime_cuda_aot.a", NNC_RUNTIME_CUDA_AOT_ARCHIVE};
     case RuntimeFile::VersionScript: return {"model_so.map", NNC_RUNTIME_VERSION_SCRIPT};
+    case RuntimeFile::CudaEmulator: return {"libnnc_cuda_emulator.so", NNC_CUDA_EMULATOR_LIBRARY};
   }
   return {"", ""};
 }

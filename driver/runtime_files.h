@@ -15,6 +15,7 @@ enum class RuntimeFile {
   RuntimeCuda,     // libnnc_runtime_cuda.a
   RuntimeCudaAot,  // libnnc_runtime_cuda_aot.a
   VersionScript,   // model_so.map: exports exactly the C ABI
+  CudaEmulator,    // libnnc_cuda_emulator.so: the CUDA emulator (runtime/cuda/emulator.h), not linked
 };
 
 // The path of `file`, by the order above (the build tree's path when no other has it).

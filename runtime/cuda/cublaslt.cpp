@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/cuda/dynamic_library.h"
+#include "runtime/cuda/emulator.h"
 
 namespace nnc::rt::cuda {
 namespace {
@@ -126,7 +127,10 @@ bool loadCublasLt(const std::vector<std::string>& candidates, CublasLtApi* api, 
   return fail(why, "cuBLASLt could not be opened: " + (candidates.empty() ? std::string("no candidates") : reasons));
 }
 
-const CublasLtApi* openCublasLt(std::string* why) { return openOncePerProcess(openOnce, why); }
+const CublasLtApi* openCublasLt(std::string* why) {
+  if (emu::emulationRequested()) return emu::openEmulatedCublasLt(why);
+  return openOncePerProcess(openOnce, why);
+}
 
 std::string describeCublasStatus(const CublasLtApi& api, CublasStatus status, const std::string& what) {
   const char* name = api.cublasLtGetStatusName ? api.cublasLtGetStatusName(status) : fallbackStatusName(status);

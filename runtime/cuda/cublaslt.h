@@ -85,7 +85,8 @@ struct CublasLtApi {
 
 // cuBLASLt, opened once per process and never closed. Tries $NNC_CUBLASLT_LIBRARY alone when set
 // (an explicit choice is not silently replaced by another library), else cublasLtCandidates(nullptr).
-// Null with *why set when it cannot be opened or lacks a required symbol.
+// Null with *why set when it cannot be opened or lacks a required symbol. With NNC_CUDA_EMULATE=1,
+// the CUDA emulator's table instead (emulator.h).
 const CublasLtApi* openCublasLt(std::string* why);
 
 // The libraries openCublasLt tries, in order (exposed for tests): {overridePath} when it is non-empty,

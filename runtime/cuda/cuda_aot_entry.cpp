@@ -12,6 +12,8 @@
 //   const uint64_t nnc_embedded_cubin_size;
 //   const char     nnc_embedded_ptx[];           its PTX, NUL-terminated (for newer GPUs)
 //   const uint64_t nnc_embedded_ptx_size;        without the NUL
+//   const char     nnc_embedded_cuda_source[];   the CUDA C++ source for the emulator (emulator.h)
+//   const uint64_t nnc_embedded_cuda_source_size; without the NUL
 #include "runtime/cuda/cuda_executor.h"
 
 #define NNC_EMBEDDED extern __attribute__((visibility("hidden")))
@@ -24,6 +26,8 @@ NNC_EMBEDDED const uint8_t nnc_embedded_cubin[];
 NNC_EMBEDDED const uint64_t nnc_embedded_cubin_size;
 NNC_EMBEDDED const char nnc_embedded_ptx[];
 NNC_EMBEDDED const uint64_t nnc_embedded_ptx_size;
+NNC_EMBEDDED const char nnc_embedded_cuda_source[];
+NNC_EMBEDDED const uint64_t nnc_embedded_cuda_source_size;
 }
 
 namespace {
@@ -55,6 +59,8 @@ extern "C" nnc_status nnc_model_create(nnc_model** m, const nnc_options* opts) {
   images.cubinSize = static_cast<size_t>(nnc_embedded_cubin_size);
   images.ptx = nnc_embedded_ptx;
   images.ptxSize = static_cast<size_t>(nnc_embedded_ptx_size);
+  images.source = nnc_embedded_cuda_source;
+  images.sourceSize = static_cast<size_t>(nnc_embedded_cuda_source_size);
 
   nnc_status status = NNC_OK;
   // The embedded weights live as long as the library: nothing to keep alive.

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include "runtime/cuda/dynamic_library.h"
+#include "runtime/cuda/emulator.h"
 
 namespace nnc::rt::cuda {
 namespace {
@@ -77,7 +78,14 @@ OpenedLibrary<DriverApi> openOnce() {
 
 }  // namespace
 
-const DriverApi* openDriver(std::string* why) { return openOncePerProcess(openOnce, why); }
+const DriverApi* openDriver(std::string* why) {
+  if (emu::emulationRequested()) {
+    const DriverApi* api = emu::openEmulatedDriver(why);
+    if (api) api->cuInit(0);  // idempotent, as the driver's is
+    return api;
+  }
+  return openOncePerProcess(openOnce, why);
+}
 
 std::string describeError(const DriverApi& api, CUresult result, const std::string& what) {
   const char* name = nullptr;

@@ -75,6 +75,8 @@ struct DriverApi {
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
+  // The CUDA emulator's table (emulator.h): modules are CUDA C++ source, not cubin or PTX.
+  bool emulated = false;
   bool hasGraphs() const {
     return cuStreamBeginCapture && cuStreamEndCapture && cuGraphInstantiateWithFlags && cuGraphLaunch &&
            cuGraphExecDestroy && cuGraphDestroy;
@@ -83,7 +85,8 @@ struct DriverApi {
 
 // The driver, opened and cuInit'ed once per process (never closed: unloading libcuda while a
 // context may exist is unsafe). Null with *why set ("libcuda.so.1 could not be opened: ...",
-// "cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)") when there is none.
+// "cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)") when there is none. With
+// NNC_CUDA_EMULATE=1, the CUDA emulator's table instead (emulator.h).
 const DriverApi* openDriver(std::string* why);
 
 // "what: CUDA_ERROR_X (description)".

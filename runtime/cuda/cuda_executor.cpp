@@ -208,7 +208,7 @@ Failure CudaExecutor::create(Plan plan, const uint8_t* weights, const ModuleImag
                    "the plan needs " + std::to_string(plan.weightsSize) + " bytes of weights, but none were given");
   bool anyKernel = false;
   for (const Step& s : plan.steps) anyKernel |= s.kind == StepKind::Kernel;
-  if (anyKernel && images.cubinSize == 0 && images.ptxSize == 0)
+  if (anyKernel && images.cubinSize == 0 && images.ptxSize == 0 && images.sourceSize == 0)
     return failure(NNC_ERROR_INTERNAL, "the plan has kernels but the model carries no CUDA module");
 
   std::unique_ptr<CudaExecutor> ex(new (std::nothrow) CudaExecutor());
@@ -256,7 +256,12 @@ Failure CudaExecutor::open(const ModuleImages& images) {
   ContextScope scope(a, context_);
   if (Failure f = check(scope.result(), "cuCtxPushCurrent")) return f;
   if (Failure f = check(a.cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate")) return f;
-  if (images.cubinSize == 0 && images.ptxSize == 0) return {};  // builtins only
+  if (images.cubinSize == 0 && images.ptxSize == 0 && images.sourceSize == 0) return {};  // builtins only
+  if (a.emulated) {
+    if (images.sourceSize == 0 || !images.source || images.source[images.sourceSize] != '\0')
+      return failure(NNC_ERROR_RUNTIME, "the CUDA emulator needs the kernels' CUDA C++ source, which this model lacks");
+    return check(a.cuModuleLoadData(&module_, images.source), "cuModuleLoadData (emulated CUDA C++)");
+  }
 
   // The cubin is for one architecture; a GPU of another one takes the PTX (JIT-compiled by the
   // driver, for newer GPUs). Both failing is reported with both reasons.

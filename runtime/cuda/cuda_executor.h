@@ -33,6 +33,10 @@ struct ModuleImages {
   size_t cubinSize = 0;
   const char* ptx = nullptr;  // NUL-terminated; JIT-compiled by the driver when the cubin does not load
   size_t ptxSize = 0;         // without the NUL
+  // The CUDA C++ source NVRTC compiled, after emu::kEmulatedSourceMagic, NUL-terminated: the image
+  // the CUDA emulator loads (emulator.h); a real driver never sees it.
+  const char* source = nullptr;
+  size_t sourceSize = 0;  // without the NUL
 };
 
 // The message prefix of every NNC_ERROR_NO_DEVICE failure.

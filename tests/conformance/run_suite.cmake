@@ -1,5 +1,6 @@
 # Runs one `nnc test` suite shard. Skips (exit 77) with a reason when the suite is not installed.
-# Inputs: NNC, DIR, LEVEL, SHARD, optional LIST (ratchet), RTOL/ATOL, RESULTS (full log).
+# Inputs: NNC, DIR, LEVEL, SHARD, optional LIST (ratchet), RTOL/ATOL, EMULATE (the cuda target
+# through the CUDA emulator), RESULTS (full log).
 if(NOT IS_DIRECTORY "${DIR}")
   message("SKIP: test suite directory '${DIR}' not found (run scripts/setup.sh / tests/models/make_models.py)")
   cmake_language(EXIT 77)
@@ -7,6 +8,9 @@ endif()
 set(args test -O${LEVEL} --shard=${SHARD} "${DIR}")
 if(DEFINED LIST AND EXISTS "${LIST}")
   list(APPEND args --expect-pass=${LIST})
+endif()
+if(EMULATE)
+  list(APPEND args --target=cuda --emulate)
 endif()
 if(DEFINED RTOL)
   list(APPEND args --rtol=${RTOL} --atol=${ATOL})

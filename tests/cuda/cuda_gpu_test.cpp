@@ -8,10 +8,10 @@
 #include <random>
 
 #include "codegen/cuda/cuda_emitter.h"
-#include "codegen/cuda/cuda_runtime_loader.h"
 #include "codegen/cuda/nvrtc_compiler.h"
 #include "ir/tensor.h"
 #include "kir/interpreter.h"
+#include "tests/cuda/cuda_device.h"
 #include "tests/cuda/cuda_lowering_util.h"
 #include "tests/cuda/cuda_test_kernels.h"
 
@@ -52,7 +52,7 @@ Expected<std::vector<Tensor>> runOnGpu(CudaDevice& dev, const kir::Kernel& k, co
   opts.useCache = false;
   NNC_ASSIGN_OR_RETURN(CompiledCuda compiled, compileCuda(src.code, k.name, opts));
   int module = 0;
-  NNC_RETURN_IF_ERROR(dev.loadModule(compiled.cubin.data(), &module));
+  NNC_RETURN_IF_ERROR(dev.loadModule(compiled, src.code, &module));
   NNC_ASSIGN_OR_RETURN(void* fn, dev.function(module, k.name));
   std::vector<DevicePtr> allocations, ptrs;
   std::vector<Tensor> out;

@@ -6,9 +6,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
+#include "driver/runtime_files.h"
 #include "passes/pipeline.h"
 #include "runtime/model_handle.h"
 
@@ -89,6 +91,11 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       o.compile.allowTf32 = true;
     } else if (arg == "--no-cuda-graphs") {
       o.compile.cudaGraphs = NNC_CUDA_GRAPHS_OFF;
+    } else if (arg == "--emulate") {
+      // The CUDA emulator is chosen per process, when the driver is first opened (and inherited by
+      // the children of `nnc test`): set before anything opens it.
+      setenv("NNC_CUDA_EMULATE", "1", 1);
+      setenv("NNC_CUDA_EMULATOR", runtimeFile(RuntimeFile::CudaEmulator).c_str(), 0);  // an installed tree's
     } else if (is("--shape")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shape"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--shape"));

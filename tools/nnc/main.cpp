@@ -33,6 +33,8 @@ const char kUsage[] =
     "  --allow-tf32                 cuda: f32 GEMMs may use TF32 tensor cores (about 1e-3 relative error;\n"
     "                               default: exact fp32)\n"
     "  --no-cuda-graphs             cuda (run, test, bench): launch step by step instead of replaying CUDA Graphs\n"
+    "  --emulate                    cuda (run, test, bench): run the generated CUDA C++ on the CPU through the CUDA\n"
+    "                               emulator (no GPU needed; same as NNC_CUDA_EMULATE=1; see README)\n"
     "  --shape NAME=1x3x224x224     fix the shape of an input (symbolic dims)\n"
     "  --bind NAME=FILE.pb          bind an input to constant data at compile time\n"
     "  --allow-unsupported-opset    compile a model whose opset is newer than nnc implements (22), or that\n"

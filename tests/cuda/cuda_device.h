@@ -1,6 +1,6 @@
-// Runs compiled CUDA kernels through the CUDA driver API, opened at run time with
-// dlopen("libcuda.so.1"), so that nnc links and starts on machines without a driver or GPU; open()
-// then fails with a reason instead.
+// Runs single kernels compiled by NVRTC on the CUDA device for the backend's tests, through the
+// runtime's driver table (runtime/cuda/cuda_driver.h): the real driver, or the CUDA emulator with
+// NNC_CUDA_EMULATE=1 (emulator.h), which loads the CUDA C++ source instead of the cubin.
 #pragma once
 
 #include <cstdint>
@@ -9,29 +9,33 @@
 #include <vector>
 
 #include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/nvrtc_compiler.h"
 #include "ir/status.h"
-#include "kir/kernel_ir.h"
+#include "runtime/cuda/cuda_driver.h"
 
 namespace nnc::codegen::cuda {
 
 using DevicePtr = uint64_t;  // CUdeviceptr
 
-// One context on one device. Not thread-safe; the context is current on the thread that opened it.
+// The primary context of one device and a stream on it. Not thread-safe; the context is current on
+// the thread that opened it while the device lives.
 class CudaDevice {
  public:
   ~CudaDevice();
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
-  // dlopen + cuInit + cuDeviceGet(ordinal) + cuCtxCreate. Errors say which step failed and why
-  // ("libcuda.so.1 not found: ...", "cuInit: CUDA_ERROR_NO_DEVICE ...").
+  // Opens the driver (rt::cuda::openDriver), retains device `ordinal`'s primary context and makes it
+  // current. Errors say which step failed and why.
   static Expected<std::unique_ptr<CudaDevice>> open(int ordinal = 0);
 
   std::string name() const;       // e.g. "NVIDIA H100 80GB HBM3"
   int computeCapability() const;  // e.g. 90
+  bool emulated() const { return api_->emulated; }
 
-  // Loads a cubin (or PTX text, NUL-terminated) image; the module lives as long as this device.
-  Status loadModule(const void* image, int* moduleIndex);
+  // Loads what NVRTC compiled from `source`: the cubin, or, on the emulator, the source itself. The
+  // module lives as long as this device.
+  Status loadModule(const CompiledCuda& compiled, const std::string& source, int* moduleIndex);
   // The kernel function `name` of module `moduleIndex`.
   Expected<void*> function(int moduleIndex, const std::string& name);
 
@@ -43,17 +47,15 @@ class CudaDevice {
   Status launch(void* fn, const std::vector<DevicePtr>& slots, int64_t begin, int64_t end, LaunchDims dims);
   Status synchronize();
 
-  struct Api;  // the dlsym'd entry points (cuda_runtime_loader.cpp)
-
  private:
   CudaDevice() = default;
   Status check(int result, const char* what) const;
 
-  void* lib_ = nullptr;
-  std::unique_ptr<Api> api_;
-  void* context_ = nullptr;
-  int device_ = 0;
-  std::vector<void*> modules_;
+  const rt::cuda::DriverApi* api_ = nullptr;
+  rt::cuda::CUdevice device_ = 0;
+  rt::cuda::CUcontext context_ = nullptr;
+  rt::cuda::CUstream stream_ = nullptr;
+  std::vector<rt::cuda::CUmodule> modules_;
 };
 
 }  // namespace nnc::codegen::cuda
