@@ -5,11 +5,15 @@
 #                   differential test against ONNX Runtime;
 #   2. build-asan/  Debug with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on): the
 #                   same whole suite again;
-#   3. build-fuzz/  clang-14 libFuzzer targets (ASan+UBSan), each run for NNC_FUZZ_SECONDS (default 60)
+#   3. build-tsan/  ThreadSanitizer: only nnc_cuda_tests is built; the CUDA emulator runs every kind of
+#                   generated kernel and the real models' kernels with a block's threads as OS threads
+#                   and the kernels compiled with -fsanitize=thread (a missing __syncthreads is a
+#                   reported race), and a kernel with a missing barrier must be reported (ctest -L tsan);
+#   4. build-fuzz/  clang-14 libFuzzer targets (ASan+UBSan), each run for NNC_FUZZ_SECONDS (default 60)
 #                   from its seed corpus; a crash fails the run and is saved in fuzz/regressions/.
 # GPU tests skip with the reason where there is no CUDA driver/GPU.
-# Ends with one line: "N passed, N failed, N skipped" (over all three).
-# Environment: NNC_SKIP_SANITIZERS=1 skips 2, NNC_FUZZ_SECONDS=0 skips 3.
+# Ends with one line: "N passed, N failed, N skipped" (over all four).
+# Environment: NNC_SKIP_SANITIZERS=1 skips 2 and 3, NNC_FUZZ_SECONDS=0 skips 4.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -21,13 +25,26 @@ python3 tests/models/make_models.py build/models || { echo "test: real-model gen
 run_ctest() {  # build dir, label regex, junit file
   (cd "$1" && ctest -j"$JOBS" --output-on-failure --timeout 1500 -L "$2" --output-junit "$3") | tail -n 40
 }
-rm -f build/junit.xml build-asan/junit.xml build-fuzz/junit.xml
+rm -f build/junit.xml build-asan/junit.xml build-tsan/junit.xml build-fuzz/junit.xml
 run_ctest build '.*' junit.xml
 
 if [ "${NNC_SKIP_SANITIZERS:-0}" != "1" ]; then
   BUILD_TYPE=Debug scripts/setup.sh build-asan -DNNC_SANITIZE=ON || exit 1
   ln -sfn ../build/models build-asan/models  # the real models, generated once above
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan '.*' junit.xml
+
+  # Without the CUDA toolkit there is no cuda target, hence nothing for the emulator to run.
+  # NNC_WERROR=OFF: GCC 12 reports false stringop-overflows under -fsanitize=thread (the Release
+  # build holds the code to -Werror).
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNNC_TSAN=ON -DNNC_WERROR=OFF \
+    -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null || exit 1
+  if cmake --build build-tsan --target help | grep -q nnc_cuda_tests; then
+    cmake --build build-tsan -j"$JOBS" --target nnc_cuda_tests || exit 1
+    ln -sfn ../build/models build-tsan/models
+    run_ctest build-tsan tsan junit.xml
+  else
+    echo "test: no CUDA toolkit: the ThreadSanitizer tier (the CUDA emulator's kernels) is skipped"
+  fi
 fi
 
 if [ "${NNC_FUZZ_SECONDS:-60}" != "0" ]; then
@@ -36,7 +53,7 @@ if [ "${NNC_FUZZ_SECONDS:-60}" != "0" ]; then
   FUZZ_SECONDS=${NNC_FUZZ_SECONDS:-60} FUZZ_SEED=${NNC_FUZZ_SEED:-1} FUZZ_JUNIT=build-fuzz/junit.xml scripts/fuzz.sh
 fi
 
-python3 - build/junit.xml build-asan/junit.xml build-fuzz/junit.xml <<'PY'
+python3 - build/junit.xml build-asan/junit.xml build-tsan/junit.xml build-fuzz/junit.xml <<'PY'
 import sys, os, xml.etree.ElementTree as ET
 p = f = s = 0
 for path in sys.argv[1:]:

@@ -84,11 +84,11 @@ inline long long __double_as_longlong(double x) { return nnc_emu_bits_as<long lo
 extern "C" __attribute__((visibility("default"))) void nnc_emu_bind(const nnc_emu_hooks* hooks) { nnc_emu_h = hooks; }
 
 // One per kernel, after the module's source: extern "C" const nnc_emu_kernel* nnc_emu_kernel_<name>().
-#define NNC_EMU_KERNEL(name)                                                                    \
-  extern "C" __attribute__((visibility("default"))) const nnc_emu_kernel* nnc_emu_kernel_##name() { \
+#define NNC_EMU_KERNEL(name)                                                                                \
+  extern "C" __attribute__((visibility("default"))) const nnc_emu_kernel* nnc_emu_kernel_##name() {         \
     static const nnc_emu_kernel nnc_emu_k = nnc_emu_describe(&name, [](const nnc_emu_thread* w, void** p) { \
-      nnc_emu_enter(w);                                                                         \
-      nnc_emu_invoke(&name, p);                                                                 \
-    });                                                                                         \
-    return &nnc_emu_k;                                                                               \
+      nnc_emu_enter(w);                                                                                     \
+      nnc_emu_invoke(&name, p);                                                                             \
+    });                                                                                                     \
+    return &nnc_emu_k;                                                                                      \
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -366,12 +367,22 @@ TEST(CudaGpu, RealModelKernelsMatchTheInterpreter) {
   const std::string root = std::string(NNC_BINARY_DIR) + "/models";
   const auto models = testing::realModels(root);
   if (models.empty()) GTEST_SKIP() << "no real models in " << root << " (tests/models/make_models.py)";
+  // The ThreadSanitizer tier wants only the kernels whose threads cooperate (warps and blocks): the
+  // others run one thread at a time on the emulator, so there is nothing to race. Of those, the ones
+  // with at most 1024 outer points: a kernel's code does not depend on its point count, and TSan
+  // makes every shuffle of a warp-per-point kernel cost OS-thread wake-ups.
+  const char* only = std::getenv("NNC_TEST_COOPERATIVE_KERNELS_ONLY");
+  const bool cooperativeOnly = only && std::string(only) == "1";
   int checked = 0;
   for (const auto& dir : models) {
     auto kernels = testing::lowerModelKernels(dir);
     ASSERT_TRUE(kernels.isOk()) << dir << ": " << kernels.status().message();
     for (const kir::Kernel& k : *kernels) {
       if (k.outer.size() * std::max<int64_t>(1, k.inner.size()) > (int64_t{1} << 22)) continue;  // interpreter speed
+      const ThreadMapping m = threadMapping(k);
+      if (cooperativeOnly &&
+          ((m != ThreadMapping::WarpPerPoint && m != ThreadMapping::BlockPerPoint) || k.outer.size() > 1024))
+        continue;
       SCOPED_TRACE(dir.filename().string() + "/" + k.name);
       expectMatchesInterpreter(*dev, k, randomBuffers(k, static_cast<uint32_t>(checked) + 7, /*zeroInts=*/true), 1e-4,
                                1e-5);

@@ -3,7 +3,9 @@
 # be relocatable and need nothing from the build tree), and use it as users do:
 #   1. bin/nnc compiles a real model to model.so with the installed runtime archives (`-v` names
 #      where they came from), and the model.so runs through the C ABI with the right numbers;
-#   2. examples/cmake builds against the installed tree with find_package(nnc) and runs (the C++ API:
+#   2. with the CUDA toolkit: a cuda model.so from the installed nnc runs on the installed CUDA
+#      emulator (lib/nnc/libnnc_cuda_emulator.so), and `nnc test --target=cuda --emulate` passes;
+#   3. examples/cmake builds against the installed tree with find_package(nnc) and runs (the C++ API:
 #      JIT and model.so).
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR MODELS_DIR
 set -euo pipefail
@@ -25,6 +27,16 @@ if [ -f "$CASE/model.onnx" ]; then
     { echo "install_tree: the installed nnc did not use its own runtime:"; cat "$WORK/verbose.txt"; exit 1; }
   python3 "$SRC/examples/python/run_model.py" "$WORK/mlp.so" "$CASE/test_data_set_0/input_0.pb" \
     "$CASE/test_data_set_0/output_0.pb"
+  if [ -e "$PREFIX/lib/nnc/libnnc_cuda_emulator.so" ] && "$PREFIX/bin/nnc" "$CASE/model.onnx" --target=cuda \
+      -o "$WORK/mlp_cuda.so" 2>"$WORK/cuda.txt"; then
+    NNC_CUDA_EMULATE=1 NNC_CUDA_EMULATOR="$PREFIX/lib/nnc/libnnc_cuda_emulator.so" NNC_CACHE_DIR="$WORK/cache" \
+      python3 "$SRC/examples/python/run_model.py" "$WORK/mlp_cuda.so" "$CASE/test_data_set_0/input_0.pb" \
+      "$CASE/test_data_set_0/output_0.pb"
+    NNC_CACHE_DIR="$WORK/cache" "$PREFIX/bin/nnc" test "$CASE" --target=cuda --emulate | tail -n 1 | grep -q "^1 passed" ||
+      { echo "install_tree: nnc test --target=cuda --emulate failed with the installed tree"; exit 1; }
+  else
+    echo "install_tree: no cuda target in this build; the emulator check is skipped ($(head -c 300 "$WORK/cuda.txt"))"
+  fi
 else
   echo "install_tree: no real models in $MODELS; the model.so check is skipped"
 fi
