@@ -2,6 +2,7 @@
 // C ABI and error codes, on host memory, host threads and kernels compiled by the host compiler.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -624,12 +625,20 @@ bool runThread(const Function& f, const nnc_emu_thread& where, void** params, st
   }
 }
 
-// Runs a cooperative block's threads as OS threads from a pool (grown on demand, never destroyed):
-// what ThreadSanitizer needs to see the races a missing __syncthreads leaves.
+// Runs a cooperative block's threads as OS threads from a pool (grown on demand): what
+// ThreadSanitizer needs to see the races a missing __syncthreads leaves. The workers are joined at
+// exit, before LeakSanitizer's exit-time check (which cannot stop hundreds of waiting threads). A
+// forked child starts a pool of its own (its parent's threads do not exist there; the old pool is
+// abandoned, never touched again).
 class ThreadBlockRunner {
  public:
   static ThreadBlockRunner& get() {
-    static ThreadBlockRunner* runner = new ThreadBlockRunner();
+    static ThreadBlockRunner*& runner = []() -> ThreadBlockRunner*& {
+      static ThreadBlockRunner* r = new ThreadBlockRunner();
+      std::atexit([] { get().stop(); });
+      pthread_atfork(nullptr, nullptr, [] { r = new ThreadBlockRunner(); });
+      return r;
+    }();
     return *runner;
   }
 
@@ -641,7 +650,6 @@ class ThreadBlockRunner {
     while (static_cast<int>(workers_.size()) < threads) {
       const int index = static_cast<int>(workers_.size());
       workers_.emplace_back([this, index] { work(index); });
-      workers_.back().detach();
     }
     block_.reset(f.name, threads, false);
     function_ = &f;
@@ -667,11 +675,22 @@ class ThreadBlockRunner {
   }
 
  private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      start_.notify_all();
+    }
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
   void work(int index) {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      start_.wait(lock, [&] { return job_ != seen; });
+      start_.wait(lock, [&] { return stopping_ || job_ != seen; });
+      if (stopping_) return;
       seen = job_;
       if (index >= threads_) continue;
       const Function& f = *function_;
@@ -697,6 +716,7 @@ class ThreadBlockRunner {
   std::mutex mutex_;
   std::condition_variable start_, done_;
   std::vector<std::thread> workers_;
+  bool stopping_ = false;
   uint64_t job_ = 0;
   BlockState block_;
   const Function* function_ = nullptr;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "runtime/cuda/emulator.h"
 #include "tools/nnc/cli.h"
 #include "tools/nnc/fma_probe.h"
 
@@ -186,6 +187,8 @@ int benchCommand(const CommonOptions& o) {
   }
   std::printf("model: %s\nmachine: %ld cores, load average %s before, %s after; %d iterations after %d warm-up\n\n",
               path.c_str(), cores, loadBefore.c_str(), loadAverage().c_str(), o.iterations, o.warmup);
+  if (o.compile.target == "cuda" && rt::cuda::emu::emulationRequested())
+    std::printf("cuda target on the CUDA emulator: these times measure the CPU emulation, not a GPU\n\n");
   std::printf("%-14s %8s %14s %11s %11s %11s\n", "", "kernels", "bytes moved", "median ms", "p10 ms", "p90 ms");
   for (const Timing& t : timings)
     std::printf("%-14s %8d %14llu %11.3f %11.3f %11.3f\n", t.label.c_str(), t.kernels,
