@@ -72,6 +72,8 @@ prepare() {
   cp "$from/tests/nnc_cuda_tests" "$stage/$BUILD_NAME/tests/"
   # compileToSharedLibrary links model.so files from these archives (absolute paths compiled in).
   cp "$from"/runtime/*.a "$stage/$BUILD_NAME/runtime/"
+  # The CUDA emulator (nnc_cuda_tests' EmulatedDriver/EmulatedCublasLt tests run on the CPU there too).
+  cp "$from"/runtime/libnnc_cuda_emulator.so "$stage/$BUILD_NAME/runtime/"
   mkdir -p "$stage/$BUILD_NAME/builtins"
   cp "$from"/builtins/*.a "$stage/$BUILD_NAME/builtins/"
   strip --strip-unneeded "$stage/$BUILD_NAME/tools/nnc" "$stage/$BUILD_NAME/tests/nnc_cuda_tests" || true
@@ -202,7 +204,7 @@ unpack() {
   [ -z "$missing" ] || die "shared libraries missing on this machine: $missing"
   # model.so files are linked with the system C++ compiler.
   if ! command -v c++ >/dev/null; then
-    if command -v g++ >/dev/null; then export NNC_CXX=g++; else die "no C++ compiler (c++ or g++) to link model.so files"; fi
+    if command -v g++ >/dev/null; then export NNC_CXX=g++ NNC_EMULATE_CXX=g++; else die "no C++ compiler (c++ or g++) to link model.so files"; fi
   fi
 }
 

@@ -389,7 +389,8 @@ TEST(CudaGpu, RealModelKernelsMatchTheInterpreter) {
       ++checked;
     }
   }
-  std::cout << "[ cuda     ] " << checked << " real-model kernels matched the interpreter on the GPU\n";
+  std::cout << "[ cuda     ] " << checked << " real-model kernels matched the interpreter on \"" << dev->name()
+            << "\"\n";
   EXPECT_GT(checked, 0);
 }
 

@@ -731,7 +731,7 @@ void checkRealModels(bool run) {
     ++ran;
   }
   std::cout << "[ cuda     ] real models: " << compiled << " compiled to cuda model.so files, " << ran
-            << " run on a GPU\n";
+            << " run on the device (a GPU, or the CUDA emulator with NNC_CUDA_EMULATE=1)\n";
   EXPECT_EQ(compiled, static_cast<int>(models.size()));
   EXPECT_EQ(ran, gpu ? compiled : 0);
 }
