@@ -45,6 +45,20 @@
 
 extern char** environ;
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer's dynamic annotations (libtsan).
+extern "C" {
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateHappensBefore(const char* file, int line, const volatile void* token);
+void AnnotateHappensAfter(const char* file, int line, const volatile void* token);
+}
+#endif
+
 namespace nnc::rt::cuda::emu {
 namespace {
 
@@ -435,6 +449,37 @@ std::string compileModule(const std::string& source, const std::vector<std::pair
 
 struct BlockFailure {};  // thrown out of a hook: the block failed, unwind the thread
 
+// Under ThreadSanitizer the emulator's own locks must not order the emulated threads' memory
+// accesses (a GPU's threads synchronise only at __syncthreads): its bookkeeping runs inside an
+// IgnoreTsan scope (neither its accesses nor its locks are seen), and the orderings a GPU does give —
+// a barrier, the launch before its threads, the threads before what follows the launch — are
+// annotated explicitly (happensBefore/After on a token). No-ops in other builds.
+#if defined(__SANITIZE_THREAD__)
+struct IgnoreTsan {
+  IgnoreTsan() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+  }
+  ~IgnoreTsan() {
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+  IgnoreTsan(const IgnoreTsan&) = delete;
+  IgnoreTsan& operator=(const IgnoreTsan&) = delete;
+};
+void happensBefore(const void* token) { AnnotateHappensBefore(__FILE__, __LINE__, token); }
+void happensAfter(const void* token) { AnnotateHappensAfter(__FILE__, __LINE__, token); }
+#else
+struct IgnoreTsan {
+  IgnoreTsan() {}  // user-provided: a scope variable of this type is not "unused"
+  ~IgnoreTsan() {}
+};
+void happensBefore(const void*) {}
+void happensAfter(const void*) {}
+#endif
+
 struct WarpState {
   std::condition_variable cv;
   unsigned arrived = 0;  // lanes that entered the current shuffle
@@ -458,7 +503,8 @@ struct BlockState {
   int threads = 0;
   int arrived = 0;  // at the current __syncthreads
   uint64_t barrierGeneration = 0;
-  int blocked = 0;  // waiting at a barrier or shuffle
+  char barrierTokens[2] = {};  // ThreadSanitizer: the barrier's ordering, by generation parity
+  int blocked = 0;             // waiting at a barrier or shuffle
   int exited = 0;
   bool failed = false;
   std::string failure;
@@ -501,6 +547,7 @@ struct BlockState {
     for (auto& w : warps) w->cv.notify_all();
   }
   void threadReturned() {
+    IgnoreTsan ignore;
     std::lock_guard<std::mutex> lock(mutex);
     ++exited;
     ++progress;
@@ -529,9 +576,27 @@ thread_local const char* tlsKernel = "";
                            ", but the emulator found no barrier, shuffle or shared memory in its source");
 }
 
+void syncthreads(BlockState* b);
+
+// Everything each thread did before the barrier happens before everything any thread does after it
+// (for ThreadSanitizer: a token per generation parity, so a thread already at the next barrier adds
+// nothing to this one).
 void hookSyncthreads() {
   BlockState* b = tlsBlock;
   if (!b) notCooperative("__syncthreads");
+  const void* token;
+  {
+    IgnoreTsan ignore;
+    std::lock_guard<std::mutex> lock(b->mutex);
+    token = &b->barrierTokens[b->barrierGeneration & 1];
+  }
+  happensBefore(token);
+  syncthreads(b);
+  happensAfter(token);
+}
+
+void syncthreads(BlockState* b) {
+  IgnoreTsan ignore;
   std::unique_lock<std::mutex> lock(b->mutex);
   if (b->failed) throw BlockFailure();
   if (++b->arrived == b->threads) {
@@ -548,9 +613,11 @@ void hookSyncthreads() {
   if (b->barrierGeneration == generation) throw BlockFailure();
 }
 
+// A shuffle exchanges registers; it orders no memory accesses (ThreadSanitizer sees none).
 unsigned long long hookShflXor(unsigned mask, unsigned long long bits, int laneMask, int width) {
   BlockState* b = tlsBlock;
   if (!b) notCooperative("a warp shuffle");
+  IgnoreTsan ignore;
   const int lane = tlsThread % 32;
   const size_t warp = static_cast<size_t>(tlsThread / 32);
   const int lanesInWarp = std::min(32, b->threads - static_cast<int>(warp) * 32);
@@ -646,32 +713,34 @@ class ThreadBlockRunner {
   // *error when the block failed.
   bool run(const Function& f, const nnc_emu_thread& where, void** params, std::string* error) {
     const int threads = static_cast<int>(where.blockDim.x * where.blockDim.y * where.blockDim.z);
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (static_cast<int>(workers_.size()) < threads) {
-      const int index = static_cast<int>(workers_.size());
-      workers_.emplace_back([this, index] { work(index); });
+    happensBefore(&startToken_);  // the launch before its threads
+    std::string failure;
+    {
+      IgnoreTsan ignore;  // the pool's handshakes are not the kernel's synchronisation
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (static_cast<int>(workers_.size()) < threads) {
+        const int index = static_cast<int>(workers_.size());
+        workers_.emplace_back([this, index] { work(index); });
+      }
+      block_.reset(f.name, threads, false);
+      function_ = &f;
+      where_ = where;
+      params_ = params;
+      threads_ = threads;
+      remaining_ = threads;
+      threadErrors_.clear();
+      ++job_;
+      start_.notify_all();
+      done_.wait(lock, [&] { return remaining_ == 0; });
+      function_ = nullptr;
+      failure = threadErrors_;
+      std::lock_guard<std::mutex> blockLock(block_.mutex);
+      if (failure.empty() && block_.failed) failure = block_.failure;
     }
-    block_.reset(f.name, threads, false);
-    function_ = &f;
-    where_ = where;
-    params_ = params;
-    threads_ = threads;
-    remaining_ = threads;
-    threadErrors_.clear();
-    ++job_;
-    start_.notify_all();
-    done_.wait(lock, [&] { return remaining_ == 0; });
-    function_ = nullptr;
-    if (!threadErrors_.empty()) {
-      *error = threadErrors_;
-      return false;
-    }
-    std::lock_guard<std::mutex> blockLock(block_.mutex);
-    if (block_.failed) {
-      *error = block_.failure;
-      return false;
-    }
-    return true;
+    happensAfter(&doneToken_);  // the threads before what follows the launch
+    if (failure.empty()) return true;
+    *error = failure;
+    return false;
   }
 
  private:
@@ -687,32 +756,41 @@ class ThreadBlockRunner {
 
   void work(int index) {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      start_.wait(lock, [&] { return stopping_ || job_ != seen; });
-      if (stopping_) return;
-      seen = job_;
-      if (index >= threads_) continue;
-      const Function& f = *function_;
-      nnc_emu_thread where = where_;
+      const Function* f = nullptr;
+      nnc_emu_thread where{};
+      void** params = nullptr;
+      {
+        IgnoreTsan ignore;
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stopping_ || job_ != seen; });
+        if (stopping_) return;
+        seen = job_;
+        if (index >= threads_) continue;
+        f = function_;
+        where = where_;
+        params = params_;
+      }
+      happensAfter(&startToken_);
       const unsigned bx = where.blockDim.x, by = where.blockDim.y;
       where.thread = {static_cast<unsigned>(index) % bx, static_cast<unsigned>(index) / bx % by,
                       static_cast<unsigned>(index) / (bx * by)};
-      void** params = params_;
-      lock.unlock();
       tlsBlock = &block_;
       tlsThread = index;
-      tlsKernel = f.name.c_str();
+      tlsKernel = f->name.c_str();
       std::string error;
-      const bool ok = runThread(f, where, params, &error);
+      const bool ok = runThread(*f, where, params, &error);
       tlsBlock = nullptr;
       block_.threadReturned();
-      lock.lock();
+      happensBefore(&doneToken_);
+      IgnoreTsan ignore;
+      std::lock_guard<std::mutex> lock(mutex_);
       if (!ok && !error.empty() && threadErrors_.empty()) threadErrors_ = error;
       if (--remaining_ == 0) done_.notify_all();
     }
   }
 
+  char startToken_ = 0, doneToken_ = 0;  // ThreadSanitizer: the orderings the pool stands for
   std::mutex mutex_;
   std::condition_variable start_, done_;
   std::vector<std::thread> workers_;
