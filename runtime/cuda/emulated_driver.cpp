@@ -954,14 +954,15 @@ bool runGrid(const Function& f, const nnc_emu_dim3& grid, const nnc_emu_dim3& bl
   where.blockDim = block;
   where.gridDim = grid;
   const std::string context = "kernel '" + f.name + "'";
+  const bool osThreads = f.cooperative && useOsThreads();  // once per launch, not per block
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         where.block = {x, y, z};
         std::string why;
         if (f.cooperative) {
-          const bool ok = useOsThreads() ? ThreadBlockRunner::get().run(f, where, params, &why)
-                                         : FiberBlockRunner::get().run(f, where, params, &why);
+          const bool ok = osThreads ? ThreadBlockRunner::get().run(f, where, params, &why)
+                                    : FiberBlockRunner::get().run(f, where, params, &why);
           if (!ok) {
             *error = context + " block (" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) +
                      "): " + why;
