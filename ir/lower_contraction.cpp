@@ -34,10 +34,22 @@ static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
 // is bound by L2 bandwidth, not FMAs — measured at 6% of 128 x 768 x 3072's time for 1.6% of its
 // work. 13 x 32 tiles cover 128 rows as 9 x 13 + 11, every tile FMA-bound. A transposed GEMM's rows
 // are a conv's pixels, whose in-place tiles follow the image rows: it keeps the widest tile.
+//
+// A plain GEMM with fewer columns than two full vectors (a channels-last 1x1 conv to 16 or 24
+// channels) takes 8-lane vectors, as many as cover its columns: 16 columns as 2 x 8 instead of half
+// of a 2 x 16 panel. Zen 4 and the AVX2 machines retire as many FLOPs per cycle in 8-lane FMAs as
+// in 16-lane ones, so the narrow panel wastes nothing (MobileNetV2's 32 -> 16 projection at 112^2:
+// 0.48 -> see bench/NOTES.md).
 void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
-  const int nrVectors = 2;
+  int nrVectors = 2;
   c.lanes = t.lanes;
-  c.nr = static_cast<int64_t>(nrVectors) * t.lanes;
+  constexpr int kNarrowLanes = 8;
+  if (!c.transposed && c.n > 0 && t.lanes > kNarrowLanes && c.n < 2 * t.lanes &&
+      roundUp(c.n, kNarrowLanes) < roundUp(c.n, 2 * t.lanes)) {
+    c.lanes = kNarrowLanes;
+    nrVectors = static_cast<int>(roundUp(c.n, kNarrowLanes) / kNarrowLanes);
+  }
+  c.nr = static_cast<int64_t>(nrVectors) * c.lanes;
   const int64_t widest = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, kMaxTileRows);
   c.mr = widest;
   if (c.transposed || c.m <= widest) return;
@@ -63,7 +75,9 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   // L2, 1024^3 at 1 thread) long K blocks win: kc 128 (L1-sized) 22.5 ms, 256 21.2, 384 21.1, 1024
   // 20.2 — each K block costs a pass over the partial sums and a repack of A, while the L2 streams
   // the B panel fast enough for the FMAs.
-  c.kc = std::max<int64_t>(16, t.l2Bytes / 4 / (c.nr * kFloat));
+  // (Sized for a full-width panel also when the tile is narrow: K blocks as long as a narrow
+  // panel would allow make A's blocks outgrow the stack.)
+  c.kc = std::max<int64_t>(16, t.l2Bytes / 4 / (std::max<int64_t>(c.nr, 2 * t.lanes) * kFloat));
   if (!c.partialsInOutput || c.k <= c.kc + c.kc / 4) c.kc = c.k;  // one block; no short tail block
   // mc: an mc x kc block of A in half of L2; nc: a kc x nc block of B in a share of L3.
   c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
@@ -253,9 +267,13 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // channels), where nr-wide panels would be mostly padding: transposed when that pads the FMAs
   // (m x roundUp(n, nr) against n x roundUp(m, nr)) by 20% less, and its single K block fits the
   // stack bound below (else the K-blocked form, padded or not, beats a generic loop nest).
-  kir::Contraction tile;
+  kir::Contraction tile, asIsTile;
+  tile.transposed = true;
   chooseTile(target, tile);
-  const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, tile.nr));
+  asIsTile.m = gemm->m;
+  asIsTile.n = gemm->n;
+  chooseTile(target, asIsTile);
+  const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, asIsTile.nr));
   const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, tile.nr));
   const bool fewColumns = 5 * paddedTransposed < 4 * paddedAsIs && gemm->k <= kMaxTransposedPackedA / (tile.mr * 4);
   // So is constant weights times activations (a 1x1 conv) reducing over 128+ channels: with the

@@ -23,7 +23,14 @@ scripts/setup.sh build || exit 1
 python3 tests/models/make_models.py build/models || { echo "test: real-model generation failed"; status=1; }
 
 run_ctest() {  # build dir, label regex, junit file
-  (cd "$1" && ctest -j"$JOBS" --output-on-failure --timeout 1500 -L "$2" --output-junit "$3") | tail -n 40
+  (cd "$1" && ctest -j"$JOBS" --output-on-failure --timeout 1500 -L "$2" --output-junit "$3" >ctest.log 2>&1)
+  tail -n 40 "$1/ctest.log"
+  # A failure's own output sits far above the tail: print it again, from a rerun of the failed tests
+  # (their result in the junit file, hence in the count, stays the first run's).
+  if grep -q "tests failed out of" "$1/ctest.log" && ! grep -q ", 0 tests failed out of" "$1/ctest.log"; then
+    echo "test: rerunning the failed tests of $1 once, for their output (the first run's result stands):"
+    (cd "$1" && ctest --rerun-failed --output-on-failure --timeout 1500 2>&1) | tail -n 120
+  fi
 }
 rm -f build/junit.xml build-asan/junit.xml build-tsan/junit.xml build-fuzz/junit.xml
 run_ctest build '.*' junit.xml

@@ -43,6 +43,9 @@ using kir::ExprOp;
 using kir::ReduceOp;
 using llvm::Value;
 
+// A plain GEMM's A with rows of at most this many floats is read in place (emitContraction).
+constexpr int64_t kMaxInPlaceRowLength = 256;
+
 class KernelLowering {
  public:
   KernelLowering(const kir::Kernel& k, llvm::Module& m, const LoweringOptions& o)
@@ -581,13 +584,22 @@ class KernelLowering {
                                                    : alignedAlloca(kcEffective * c.nr, "bpanel");
     // A's mc x kc block, packed per kc block as row tiles [tile][p][mr]: the microkernel's broadcasts
     // then read one contiguous stream (in place, rows a power-of-two apart alias in L1's sets).
-    Value* aPacked = c.aPacked ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
+    // A row-major A with short rows is read in place instead: packing copies each element once per
+    // row block (a scalar load and store) for as few FMAs as one or two panels give it (a 1x1
+    // conv to 16 channels: the pack took half the kernel), and a row tile of up to 256 floats per
+    // row, rows as close, stays in L1 for the whole block either way (rows 4 KiB apart would
+    // share L1's sets: those are packed).
+    const bool aInPlace = !c.aPacked && c.aRowIndex == kir::kNoExpr && c.aColStride == 1 && c.aRowStride >= 1 &&
+                          c.k <= kMaxInPlaceRowLength && c.aRowStride <= kMaxInPlaceRowLength;
+    Value* aPacked = c.aPacked || aInPlace ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
 
     std::vector<llvm::Function*> micro;
-    for (int64_t rows = 1; rows <= c.mr; ++rows)
-      micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows),
-                                      {c.lanes, rows, c.nr, 1, c.mr, /*indirectA=*/false, transposedTile}, opts_.cpu,
-                                      opts_.features));
+    for (int64_t rows = 1; rows <= c.mr; ++rows) {
+      const MicrokernelShape shape = aInPlace
+                                         ? MicrokernelShape{c.lanes, rows, c.nr, c.aRowStride, 1, false, transposedTile}
+                                         : MicrokernelShape{c.lanes, rows, c.nr, 1, c.mr, false, transposedTile};
+      micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), shape, opts_.cpu, opts_.features));
+    }
     if (c.aRowIndex != kir::kNoExpr) {
       // A separable A's tables (see packSeparableA), and microkernels reading whole row tiles in
       // place whose rows are 1 or 2 elements apart (stride-1 and stride-2 convs).
@@ -650,7 +662,9 @@ class KernelLowering {
                 Value* kLen = smin(i64(c.kc), b_.CreateSub(i64(c.k), kc0));
                 Value* first = b_.CreateICmpEQ(kb, i64(0));
                 Value* last = b_.CreateICmpEQ(kb, i64(kBlocks - 1));
-                if (!c.aPacked && kBlocks == 1) {
+                if (aInPlace) {
+                  // (nothing to pack)
+                } else if (!c.aPacked && kBlocks == 1) {
                   // One K block: consecutive tasks of a row block (its column blocks) share the packed A.
                   Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
                   emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
@@ -703,6 +717,8 @@ class KernelLowering {
                                 f32, aBatch,
                                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(c.k)), kc0),
                                              i64(c.mr)))
+                      : aInPlace
+                          ? b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.aRowStride)), kc0))
                           : b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
                   std::vector<Value*> args = {aTile, bPanel, ldb,      kLen, src, ldSrc, b_.CreateNot(first),
                                               dst,   ldDst,  noColumns};
@@ -744,9 +760,15 @@ class KernelLowering {
                         [&](Value* x) {
                           emitLoop(
                               i64(0), innerCount, [&](Value* y) { c.transposed ? point(y, x) : point(x, y); },
-                              "epi.inner", transposedTile ? maskedVectorLoop(c.lanes) : nullptr);
+                              "epi.inner",
+                              transposedTile ? maskedVectorLoop(c.lanes)
+                              : c.transposed ? nullptr
+                                             : loopHints({{"llvm.loop.vectorize.enable", b_.getTrue()},
+                                                          {"llvm.loop.vectorize.width", b_.getInt32(c.lanes)},
+                                                          {"llvm.loop.unroll.disable", b_.getTrue()}}));
                         },
-                        "epi.outer");
+                        "epi.outer",
+                        c.transposed ? nullptr : loopHints({{"llvm.loop.vectorize.enable", b_.getFalse()}}));
                   };
                   if (cTile) {
                     emitIfElse(last, epilogue, [&] {

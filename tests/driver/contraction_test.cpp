@@ -56,6 +56,10 @@ constexpr ContractionCase kCases[] = {
     {"ShorterTileForThinEdge", 1, 128, 77, 300, true, false, false, false, false, Epilogue::BiasRelu},
     // Several column blocks of one row block and one K block: consecutive tasks reuse the packed A.
     {"PackedAReusedAcrossColumnBlocks", 1, 30, 200, 2000, true, false, false, false, false, Epilogue::Residual},
+    // 16 or 24 columns: a panel of 8-lane vectors as wide as the columns (2 or 3 vectors), and A's
+    // short rows read in place (no run-time pack); rows past the last whole tile and a batch too.
+    {"SixteenColumnsInPlaceA", 1, 200, 32, 16, true, false, false, false, false, Epilogue::BiasRelu},
+    {"TwentyFourColumnsBatchedInPlaceA", 2, 45, 144, 24, false, true, false, false, false, Epilogue::Residual},
     // Few columns, many rows: computed transposed (rows of the product as the GEMM's columns, stored
     // through the epilogue), the run-time operand's row tiles read in place where whole.
     {"FewColumnsConstantB", 1, 200, 96, 5, true, false, false, false, false, Epilogue::BiasRelu},
