@@ -39,7 +39,8 @@ static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
 // channels) takes 8-lane vectors, as many as cover its columns: 16 columns as 2 x 8 instead of half
 // of a 2 x 16 panel. Zen 4 and the AVX2 machines retire as many FLOPs per cycle in 8-lane FMAs as
 // in 16-lane ones, so the narrow panel wastes nothing (MobileNetV2's 32 -> 16 projection at 112^2:
-// 0.48 -> see bench/NOTES.md).
+// 0.48 -> 0.14 ms). A GEMM of a few row tiles (a 1 x 1 conv to 16 or 24 channels, weights x
+// activations) splits its rows evenly: 16 rows as 2 x 8 instead of 14 + 2.
 void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   int nrVectors = 2;
   c.lanes = t.lanes;
@@ -53,6 +54,11 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   const int64_t widest = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, kMaxTileRows);
   c.mr = widest;
   if (c.transposed || c.m <= widest) return;
+  if (c.m <= 3 * widest) {
+    const int64_t tiles = (c.m + widest - 1) / widest;
+    c.mr = (c.m + tiles - 1) / tiles;
+    return;
+  }
   auto edgeIsThin = [&](int64_t mr) { return c.m % mr != 0 && 2 * (c.m % mr) < mr; };
   for (int64_t mr = widest; mr * 3 >= widest * 2; --mr) {
     if (!edgeIsThin(mr)) {
@@ -281,8 +287,12 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // the activations read in place ran at 62-87% (ResNet-50's 1x1 convs, K = 128..1024); below that
   // the run-time transposing pack of the activations costs more than it gains (K = 32, 64: 7-30%
   // slower).
-  const bool weightsTimesActivations =
-      a->isConstant() && !b->isConstant() && gemm->k >= kMinTransposedWeightsK && gemm->k <= kMaxTransposedWeightsK;
+  // Not when the output channels would fill at most half of the transposed tile's columns (16 of
+  // 32: SqueezeNet's 128 -> 16 squeeze at 55^2, 0.25 -> 0.16 ms); as-is, they are the rows, split
+  // evenly into row tiles. (48 of 64 still wins transposed: 0.08 against 0.11 ms as-is.)
+  const bool weightsTimesActivations = a->isConstant() && !b->isConstant() && gemm->k >= kMinTransposedWeightsK &&
+                                       gemm->k <= kMaxTransposedWeightsK &&
+                                       2 * gemm->m > roundUp(gemm->m, 2 * static_cast<int64_t>(target.lanes));
   const bool transposed =
       std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; }) ||
       fewColumns || weightsTimesActivations;
