@@ -1,5 +1,7 @@
 #include "kir/affine.h"
 
+#include <algorithm>
+
 namespace nnc::kir {
 
 namespace {
@@ -55,7 +57,34 @@ std::optional<AffineForm> affineForm(std::span<const ExprNode> exprs, ExprId e,
                                      const std::map<ExprId, ExprId>* substitute) {
   if (e < 0 || static_cast<size_t>(e) >= exprs.size() || exprs[e].dtype != DType::I64) return std::nullopt;
   AffineForm form;
-  if (!Collector(exprs, substitute).collect(e, 1, form)) return std::nullopt;
+  Collector collector(exprs, substitute);
+  if (!collector.collect(e, 1, form)) return std::nullopt;
+  // k * c * floordiv(x, c) + k * floormod(x, c) is k * x (for every integer x): a flat index that
+  // was split into a multi-index and flattened again (a transpose read through a reshape) becomes
+  // affine in x once more.
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (const auto& [term, coef] : form.terms) {
+      const ExprNode& mod = exprs[term];
+      if (mod.op != ExprOp::FloorMod || !isIntConst(exprs[mod.b])) continue;
+      const int64_t c = exprs[mod.b].ival;
+      int64_t divCoef = 0;
+      if (c <= 1 || __builtin_mul_overflow(coef, c, &divCoef)) continue;
+      auto div = std::find_if(form.terms.begin(), form.terms.end(), [&](const auto& t) {
+        const ExprNode& n = exprs[t.first];
+        return t.second == divCoef && n.op == ExprOp::FloorDiv && n.a == mod.a && isIntConst(exprs[n.b]) &&
+               exprs[n.b].ival == c;
+      });
+      if (div == form.terms.end()) continue;
+      const ExprId x = mod.a;
+      const int64_t k = coef;
+      form.terms.erase(div);
+      form.terms.erase(term);
+      if (!collector.collect(x, k, form)) return std::nullopt;
+      merged = true;
+      break;
+    }
+  }
   return form;
 }
 

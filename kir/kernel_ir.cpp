@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <sstream>
 
 #include "ir/status.h"
@@ -259,7 +260,31 @@ ExprId KernelBuilder::binary(ExprOp op, ExprId a, ExprId b) {
   ExprNode n{op, resultType};
   n.a = a;
   n.b = b;
-  return intern(n);
+  const ExprId id = intern(n);
+  // The range of an unsimplified div/mod by a constant, so that a later div/mod of it can fold
+  // (floormod(floordiv(pixel, 112), 112) is floordiv(pixel, 112) when pixel < 112 * 112).
+  if ((op == ExprOp::FloorDiv || op == ExprOp::FloorMod) && t == DType::I64 && cb && y > 1 && !ca) {
+    if (op == ExprOp::FloorMod) {
+      termExtent_.emplace(id, y);
+    } else if (std::optional<std::pair<int64_t, int64_t>> r = rangeOf(a); r && r->first >= 0) {
+      termExtent_.emplace(id, r->second / y + 1);
+    }
+  }
+  return id;
+}
+
+std::optional<std::pair<int64_t, int64_t>> KernelBuilder::rangeOf(ExprId e) const {
+  std::optional<AffineForm> form = affineForm(kernel_.exprs, e);
+  if (!form) return std::nullopt;
+  int64_t lo = form->constant, hi = form->constant;
+  for (const auto& [term, coef] : form->terms) {
+    auto extent = termExtent_.find(term);
+    int64_t span = 0;
+    if (extent == termExtent_.end() || extent->second < 1 || __builtin_mul_overflow(coef, extent->second - 1, &span) ||
+        __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      return std::nullopt;
+  }
+  return std::make_pair(lo, hi);
 }
 
 ExprId KernelBuilder::select(ExprId cond, ExprId thenValue, ExprId elseValue) {
@@ -329,7 +354,7 @@ ExprId KernelBuilder::newVar(int64_t extent) {
   ExprNode n{ExprOp::Var, DType::I64};
   n.ival = nextVar_++;
   const ExprId v = intern(n);
-  varExtent_[v] = extent;
+  termExtent_[v] = extent;
   return v;
 }
 
@@ -349,15 +374,43 @@ ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
       splittable = true;
       continue;
     }
-    auto extent = varExtent_.find(term);
+    auto extent = termExtent_.find(term);
     int64_t span = 0;
-    inRange = inRange && extent != varExtent_.end() && extent->second >= 1 &&
+    inRange = inRange && extent != termExtent_.end() && extent->second >= 1 &&
               !__builtin_mul_overflow(coef, extent->second - 1, &span) &&
               !__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi);
   }
   inRange = inRange && lo >= 0 && hi < divisor;
   const bool quotient = op == ExprOp::FloorDiv;
   if (!inRange) {
+    // A common factor g of the divisor and the large coefficients, the small terms ranging within
+    // [0, g): (g * q + r) / (g * d) = q / d and % (g * d) = (q % d) * g + r, for r in [0, g)
+    // ((pixel * 32 + channel) / 3584 with channel < 32 -> pixel / 112).
+    for (const auto& [candidate, candidateCoef] : terms) {
+      const int64_t g = std::gcd(candidateCoef, divisor);
+      if (g <= 1 || g >= divisor) continue;
+      const int64_t qConstant = floorDiv(constant, g), rConstant = constant - qConstant * g;
+      int64_t rLo = rConstant, rHi = rConstant;
+      bool fits = true;
+      for (const auto& [term, coef] : terms) {
+        if (coef % g == 0) continue;
+        auto extent = termExtent_.find(term);
+        int64_t span = 0;
+        fits = fits && extent != termExtent_.end() && extent->second >= 1 &&
+               !__builtin_mul_overflow(coef, extent->second - 1, &span) &&
+               !__builtin_add_overflow(span < 0 ? rLo : rHi, span, span < 0 ? &rLo : &rHi);
+      }
+      if (!fits || rLo < 0 || rHi >= g) continue;
+      ExprId q = i64(qConstant), r = i64(rConstant);
+      for (const auto& [term, coef] : terms) {
+        if (coef % g == 0)
+          q = add(q, mul(term, i64(coef / g)));
+        else
+          r = add(r, mul(term, i64(coef)));
+      }
+      const ExprId reduced = binary(op, q, i64(divisor / g));
+      return quotient ? reduced : add(mul(reduced, i64(g)), r);
+    }
     // Still exact for any integers: (d * q + r) / d = q + r / d and (d * q + r) % d = r % d, which
     // leaves each variable's own div/mod ((v1 * 64 + v3) / 16 with v3 < 64 -> v1 * 4 + v3 / 16): an
     // index separable by variable, as packed contractions read them.

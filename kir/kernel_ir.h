@@ -240,7 +240,11 @@ class KernelBuilder {
   // ranges prove the remainder part lies in [0, divisor): ((a * d + b) / d -> a, % d -> b). kNoExpr
   // when they do not.
   ExprId simplifyDivMod(ExprOp op, ExprId a, int64_t divisor);
-  std::unordered_map<ExprId, int64_t> varExtent_;  // every loop variable's extent
+  // [lo, hi] of an affine expression of terms with known extents; nullopt otherwise.
+  std::optional<std::pair<int64_t, int64_t>> rangeOf(ExprId e) const;
+  // Each loop variable's extent, and of each unsimplified div/mod by a constant of such values:
+  // the term takes values in [0, extent).
+  std::unordered_map<ExprId, int64_t> termExtent_;
   Kernel kernel_;
   bool outerSet_ = false;
   int nextVar_ = 0;

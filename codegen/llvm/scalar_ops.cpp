@@ -143,12 +143,29 @@ Value* ScalarOps::f32ToBF16Bits(Value* f) {
   return b_.CreateTrunc(b_.CreateSelect(isNan, nan, rounded), b_.getInt16Ty());
 }
 
+namespace {
+// A constant (or splat) that is not NaN: min/max against it propagate a NaN with one compare.
+bool isNumberConstant(Value* v) {
+  auto* c = llvm::dyn_cast<llvm::Constant>(v);
+  if (c && c->getType()->isVectorTy()) c = c->getSplatValue();
+  auto* f = llvm::dyn_cast_or_null<llvm::ConstantFP>(c);
+  return f && !f->isNaN();
+}
+}  // namespace
+
+// NaN in, NaN out, as ONNX's Min/Max/Clip. Against a number constant (a Clip's bounds, a pool's
+// ReLU) one compare and select does it, which is one vminps/vmaxps: the compare is false for a NaN
+// and the select then picks the NaN operand (ordered when it is `a`, unordered when it is `b`).
 Value* ScalarOps::floatMin(Value* a, Value* b) {
+  if (isNumberConstant(b)) return b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
+  if (isNumberConstant(a)) return b_.CreateSelect(b_.CreateFCmpULT(b, a), b, a);
   Value* r = b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
   return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), r);  // a+b is the NaN
 }
 
 Value* ScalarOps::floatMax(Value* a, Value* b) {
+  if (isNumberConstant(b)) return b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
+  if (isNumberConstant(a)) return b_.CreateSelect(b_.CreateFCmpULT(a, b), b, a);
   Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
   return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), r);
 }

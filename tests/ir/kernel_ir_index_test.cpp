@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/tensor.h"
+#include "kir/affine.h"
 #include "kir/interpreter.h"
 #include "kir/kernel_ir.h"
 
@@ -103,6 +104,68 @@ TEST(KernelIrIndex, PartialDivModSplitsAreExactForEveryValue) {
       EXPECT_EQ(div.getInt(a * 13 + b), floorDivRef(x, d) * 100 + floorDivRef(y, d)) << a << "," << b;
       EXPECT_EQ(mod.getInt(a * 13 + b), (x - floorDivRef(x, d) * d) * 100 + (y - floorDivRef(y, d) * d))
           << a << "," << b;
+    }
+}
+
+}  // namespace
+}  // namespace nnc
+
+namespace nnc {
+namespace {
+
+// A transpose read through a reshape: the pixel-major flat index (pixel * 32 + channel) split by
+// [112, 112, 32] again. The common factor 32 of the divisor 3584 and pixel's coefficient, with
+// channel < 32, folds (pixel * 32 + channel) / 3584 to pixel / 112; the range of that quotient
+// (< 112 for pixel < 12544) folds its % 112 away; and 112 * (pixel / 112) + pixel % 112 is affine
+// in pixel again — so the operand reads as a strided view.
+TEST(KernelIrIndex, ACommonFactorAndQuotientRangesFoldASplitFlatIndex) {
+  kir::KernelBuilder kb("k");
+  std::vector<kir::ExprId> v = kb.setOuter({12544, 32});  // pixel, channel
+  const kir::ExprId flat = kb.add(kb.mul(v[0], kb.i64(32)), v[1]);
+  const kir::ExprId rowDiv = kb.binary(ExprOp::FloorDiv, v[0], kb.i64(112));
+  EXPECT_EQ(kb.binary(ExprOp::FloorDiv, flat, kb.i64(3584)), rowDiv);
+  EXPECT_EQ(kb.binary(ExprOp::FloorMod, rowDiv, kb.i64(112)), rowDiv) << "pixel / 112 < 112";
+  // % (32 * 112) keeps the channel: (pixel % 112) * 32 + channel.
+  EXPECT_EQ(kb.binary(ExprOp::FloorMod, flat, kb.i64(3584)),
+            kb.add(kb.mul(kb.binary(ExprOp::FloorMod, v[0], kb.i64(112)), kb.i64(32)), v[1]));
+  const kir::ExprId rejoined = kb.add(kb.mul(rowDiv, kb.i64(112)), kb.binary(ExprOp::FloorMod, v[0], kb.i64(112)));
+  kb.addParam("out", DType::F32, 1, true);
+  std::optional<kir::AffineForm> form = kir::affineForm(kb.peek().exprs, rejoined);
+  ASSERT_TRUE(form.has_value());
+  EXPECT_EQ(form->terms.size(), 1u);
+  EXPECT_EQ(form->coefficient(v[0]), 1) << "112 * (pixel / 112) + pixel % 112 is pixel";
+  // Not when the small part can reach the factor: channel < 33 may carry into the next pixel.
+  kir::KernelBuilder kb2("k2");
+  std::vector<kir::ExprId> w = kb2.setOuter({12544, 33});
+  const kir::ExprId crossing = kb2.binary(ExprOp::FloorDiv, kb2.add(kb2.mul(w[0], kb2.i64(32)), w[1]), kb2.i64(3584));
+  EXPECT_EQ(kb2.node(crossing).op, ExprOp::FloorDiv);
+  EXPECT_NE(kb2.node(crossing).a, w[0]);
+}
+
+// The same rules, brute force: every (a, b) of the domain against floor division done here.
+TEST(KernelIrIndex, CommonFactorFoldsAreExactForEveryValue) {
+  kir::KernelBuilder kb("k");
+  const int divSlot = kb.addParam("div", DType::I64, 40 * 6, true);
+  const int modSlot = kb.addParam("mod", DType::I64, 40 * 6, true);
+  std::vector<kir::ExprId> v = kb.setOuter({40, 6});
+  // 6 a + b + 7 over 12 (g = 6: b + 1 < 6 after moving 6 of the 7 into the multiple), and
+  // (a / 5) % 8 with a / 5 < 8.
+  const kir::ExprId e = kb.add(kb.add(kb.mul(v[0], kb.i64(6)), v[1]), kb.i64(7));
+  const kir::ExprId q = kb.binary(ExprOp::FloorDiv, v[0], kb.i64(5));
+  const kir::ExprId flat = kb.add(kb.mul(v[0], kb.i64(6)), v[1]);
+  kb.addStore(divSlot, flat,
+              kb.add(kb.mul(kb.binary(ExprOp::FloorDiv, e, kb.i64(12)), kb.i64(100)),
+                     kb.binary(ExprOp::FloorMod, q, kb.i64(8))),
+              false);
+  kb.addStore(modSlot, flat, kb.binary(ExprOp::FloorMod, e, kb.i64(12)), false);
+  kir::Kernel k = kb.finish();
+  Tensor div(DType::I64, Shape({40 * 6})), mod(DType::I64, Shape({40 * 6}));
+  ASSERT_TRUE(kir::interpret(k, {&div, &mod}).isOk());
+  for (int64_t a = 0; a < 40; ++a)
+    for (int64_t b = 0; b < 6; ++b) {
+      const int64_t x = 6 * a + b + 7;
+      EXPECT_EQ(div.getInt(a * 6 + b), floorDivRef(x, 12) * 100 + (a / 5) % 8) << a << "," << b;
+      EXPECT_EQ(mod.getInt(a * 6 + b), x - floorDivRef(x, 12) * 12) << a << "," << b;
     }
 }
 
