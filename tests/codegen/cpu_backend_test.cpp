@@ -281,6 +281,45 @@ TEST(CpuBackend, LongMaxReductionPropagatesNaNFromAnyPosition) {
   }
 }
 
+// Min and Max against a number constant, the constant on either side (a Clip's bounds, ReLU6):
+// one compare and select each, which must still return a NaN operand; over a row long enough to
+// vectorise, NaN at several lanes, signed zeros and infinities as the full form gives them.
+TEST(CpuBackend, MinMaxAgainstAConstantPropagateNaN) {
+  constexpr int64_t kLen = 67;
+  KernelBuilder kb("clip_nan");
+  int x = kb.addParam("x", DType::F32, kLen, false);
+  int outs[4];
+  for (int i = 0; i < 4; ++i) outs[i] = kb.addParam("o" + std::to_string(i), DType::F32, kLen, true);
+  auto v = kb.setOuter({kLen});
+  const ExprId xv = kb.load(x, v[0]);
+  const ExprId zero = kb.constant(DType::F32, 0.0), six = kb.constant(DType::F32, 6.0);
+  kb.addStore(outs[0], v[0], kb.binary(ExprOp::Min, kb.binary(ExprOp::Max, xv, zero), six), false);  // x first
+  kb.addStore(outs[1], v[0], kb.binary(ExprOp::Min, six, kb.binary(ExprOp::Max, zero, xv)), false);  // x second
+  kb.addStore(outs[2], v[0], kb.binary(ExprOp::Max, xv, zero), false);
+  kb.addStore(outs[3], v[0], kb.binary(ExprOp::Min, zero, xv), false);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs(kLen);
+  for (int64_t i = 0; i < kLen; ++i) xs[i] = static_cast<float>(i % 17) - 5.5f;
+  for (int64_t i : {0, 9, 16, 31, 66}) xs[i] = nan;
+  xs[3] = inf, xs[4] = -inf, xs[5] = -0.0f;
+  auto bufs = runChecked(
+      kb.finish(), {Tensor::fromFloats(xs, {kLen}), Tensor(DType::F32, Shape{kLen}), Tensor(DType::F32, Shape{kLen}),
+                    Tensor(DType::F32, Shape{kLen}), Tensor(DType::F32, Shape{kLen})});
+  ASSERT_EQ(bufs.size(), 5u);
+  for (int64_t i = 0; i < kLen; ++i) {
+    const float xi = xs[i];
+    for (int o = 1; o <= 4; ++o) {
+      const double got = bufs[o].getDouble(i);
+      if (std::isnan(xi)) {
+        EXPECT_TRUE(std::isnan(got)) << "output " << o << " element " << i;
+        continue;
+      }
+      const float want = o <= 2 ? std::min(std::max(xi, 0.0f), 6.0f) : o == 3 ? std::max(xi, 0.0f) : std::min(0.0f, xi);
+      EXPECT_EQ(got, want) << "output " << o << " element " << i;
+    }
+  }
+}
+
 TEST(CpuBackend, ArgMaxArgMinWithTies) {
   // Rows of x (4x5); argmax/argmin with first and last tie-breaking (numpy: first).
   KernelBuilder kb("argmax_ties");
