@@ -195,6 +195,14 @@ ExprId KernelBuilder::unary(ExprOp op, ExprId a) {
   return intern(n);
 }
 
+ExprId KernelBuilder::expOfNonPositive(ExprId a) {
+  NNC_CHECK(isFloat(dtypeOf(a)), "exp needs a float operand");
+  ExprNode n{ExprOp::Exp, dtypeOf(a)};
+  n.a = a;
+  n.ival = kExpOfNonPositive;
+  return intern(n);
+}
+
 ExprId KernelBuilder::isInf(ExprId a, bool detectPositive, bool detectNegative) {
   NNC_CHECK(isFloat(dtypeOf(a)), "isinf needs a float operand");
   ExprNode n{ExprOp::IsInf, DType::Bool};
@@ -527,6 +535,7 @@ std::string Kernel::str() const {
         if (n.b >= 0) os << ", e" << n.b;
         if (n.c >= 0) os << ", e" << n.c;
         if (n.op == ExprOp::IsInf) os << " flags=" << n.ival;
+        if (n.op == ExprOp::Exp && n.ival == kExpOfNonPositive) os << " (of a value <= 0)";
     }
     os << "\n";
   }

@@ -40,6 +40,9 @@ int exprOpArity(ExprOp op);
 using ExprId = int32_t;
 inline constexpr ExprId kNoExpr = -1;
 
+// ExprNode::ival of an Exp made by KernelBuilder::expOfNonPositive.
+inline constexpr int64_t kExpOfNonPositive = 1;
+
 struct ExprNode {
   ExprOp op;
   DType dtype;  // never F16/BF16
@@ -196,6 +199,10 @@ class KernelBuilder {
   ExprId select(ExprId cond, ExprId thenValue, ExprId elseValue);
   ExprId cast(DType to, ExprId a);  // to F16/BF16 means: round through that type, result f32
   ExprId isInf(ExprId a, bool detectPositive, bool detectNegative);
+  // exp(a) where a <= 0 always (a softmax's x - max) and the results are normalised by their sum
+  // (>= 1): a backend may give any value in [0, FLT_MIN] (to rounding) for results below FLT_MIN (and skip overflow
+  // handling). NaN still gives NaN. Its ExprNode has ival kExpOfNonPositive.
+  ExprId expOfNonPositive(ExprId a);
   ExprId add(ExprId a, ExprId b) { return binary(ExprOp::Add, a, b); }
   ExprId sub(ExprId a, ExprId b) { return binary(ExprOp::Sub, a, b); }
   ExprId mul(ExprId a, ExprId b) { return binary(ExprOp::Mul, a, b); }

@@ -65,7 +65,7 @@ class ScalarOps {
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* a, llvm::Value* b);
   // exp of an f32 (or f32 vector) value as inline arithmetic: no call, so the vectoriser widens it
   // to the loop's own width and keeps it in registers.
-  llvm::Value* inlineExpF32(llvm::Value* x);
+  llvm::Value* inlineExpF32(llvm::Value* x, bool nonPositive = false);
   llvm::Value* toBool(llvm::Value* v);
   llvm::Value* i32c(uint32_t v) { return b_.getInt32(v); }
 

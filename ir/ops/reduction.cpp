@@ -361,10 +361,13 @@ std::vector<AnchorOutput> lowerRow(LowerContext& ctx, RowKind kind) {
     case RowKind::Softmax:
     case RowKind::LogSoftmax: {
       ExprId m = fold(ReduceOp::Max, [](ExprId e) { return e; });
-      ExprId s = fold(ReduceOp::Sum, [&](ExprId e) { return kb.unary(ExprOp::Exp, kb.sub(e, m)); });
+      // x - max <= 0, and the sum of the exps is >= 1 (the max's own term): the exp of a
+      // non-positive value, which needs neither overflow nor subnormal handling (a result below
+      // FLT_MIN is below FLT_MIN / sum in the output too).
+      ExprId s = fold(ReduceOp::Sum, [&](ExprId e) { return kb.expOfNonPositive(kb.sub(e, m)); });
       // Softmax multiplies by 1 / sum, once per row, instead of dividing every element (a vector
       // division costs several multiplies; the result moves by at most an ulp).
-      value = kind == RowKind::Softmax ? kb.mul(kb.unary(ExprOp::Exp, kb.sub(x, m)), kb.div(kb.constant(ct, 1), s))
+      value = kind == RowKind::Softmax ? kb.mul(kb.expOfNonPositive(kb.sub(x, m)), kb.div(kb.constant(ct, 1), s))
                                        : kb.sub(kb.sub(x, m), kb.unary(ExprOp::Log, s));
       break;
     }

@@ -126,6 +126,37 @@ TEST(CpuVectorMath, ExpSubnormalAndLargestResults) {
   }
 }
 
+// The exp of a value known <= 0 (a softmax's x - max: KernelBuilder::expOfNonPositive): within 2e-7
+// relative from 0 down to -87.3 (results from 1 down to FLT_MIN), any value in [0, FLT_MIN] below
+// that and for -inf (to rounding), NaN for NaN; in the vector body and the remainder alike.
+TEST(CpuVectorMath, ExpOfNonPositiveValues) {
+  std::vector<double> xs;
+  for (int i = 0; i < 8192; ++i) xs.push_back(-87.3 * i / 8191);
+  const size_t normalEnd = xs.size();
+  for (int i = 0; i < 512; ++i) xs.push_back(-87.34 - 40.0 * i / 511);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (double special : {-inf, nan, -0.0, -1e-30}) xs.push_back(special);
+  KernelBuilder kb("exp_nonpositive");
+  const int64_t n = static_cast<int64_t>(xs.size());
+  int a = kb.addParam("a", DType::F32, n, false);
+  int out = kb.addParam("out", DType::F32, n, true);
+  auto v = kb.setOuter({n});
+  kb.addStore(out, v[0], kb.expOfNonPositive(kb.load(a, v[0])), false);
+  auto bufs = testing::runChecked(kb.finish(), {f32s(xs), Tensor(DType::F32, Shape{n})}, 1e-6, 1e-37);
+  ASSERT_EQ(bufs.size(), 2u);
+  const double normal = std::numeric_limits<float>::min();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = static_cast<float>(xs[i]), got = bufs[1].getDouble(static_cast<int64_t>(i));
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(got)) << "exp(NaN) = " << got;
+    } else if (i < normalEnd || x > -1) {
+      EXPECT_LE(std::fabs(got - std::exp(x)), 2e-7 * std::exp(x)) << "exp(" << x << "): got " << got;
+    } else {
+      EXPECT_TRUE(got >= 0 && got <= normal * (1 + 1e-5)) << "exp(" << x << "): got " << got;
+    }
+  }
+}
+
 // pow stays scalar libm (see vectorMathFunctions); still checked next to the vectorised ones.
 TEST(CpuVectorMath, PowWithTensorExponent) {
   std::vector<double> xs, ys;
