@@ -50,6 +50,13 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
     c.lanes = kNarrowLanes;
     nrVectors = static_cast<int>(roundUp(c.n, kNarrowLanes) / kNarrowLanes);
   }
+  // A matrix-vector product (one row) has one accumulator per vector of its panel, each a chain of
+  // dependent FMAs along K: 2 vectors wait 4 cycles per K step for 2 FMAs. 8 vectors keep the FMA
+  // pipes and the loads busy (MLP 784 -> 512 at batch 1: see bench/NOTES.md).
+  if (!c.transposed && c.m == 1 && c.n >= 4 * t.lanes) {
+    c.lanes = t.lanes;
+    nrVectors = static_cast<int>(std::min<int64_t>(8, c.n / t.lanes));
+  }
   c.nr = static_cast<int64_t>(nrVectors) * c.lanes;
   const int64_t widest = std::clamp<int64_t>((t.vectorRegisters - nrVectors - 1) / nrVectors, 1, kMaxTileRows);
   c.mr = widest;
@@ -85,6 +92,9 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   // panel would allow make A's blocks outgrow the stack.)
   c.kc = std::max<int64_t>(16, t.l2Bytes / 4 / (std::max<int64_t>(c.nr, 2 * t.lanes) * kFloat));
   if (!c.partialsInOutput || c.k <= c.kc + c.kc / 4) c.kc = c.k;  // one block; no short tail block
+  // A matrix-vector product streams each packed panel once, front to back: K blocks would only add
+  // passes over the partial sums (MobileNetV2's 1280 -> 1000 classifier: 0.35 -> see NOTES).
+  if (c.m == 1 && c.bLayout == kir::Contraction::BLayout::Packed) c.kc = c.k;
   // mc: an mc x kc block of A in half of L2; nc: a kc x nc block of B in a share of L3.
   c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
   c.mc = std::min(c.mc, roundUp(c.m, c.mr));
@@ -102,7 +112,7 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   // re-read: split columns first only where A is packed or B is not.
   const bool columnsFirst = c.m < c.n && (c.aPacked || c.bLayout != kir::Contraction::BLayout::Packed);
   // A column block of a run-time A keeps 4 panels at least: each block repacks its A rows.
-  const int64_t minPanels = c.aPacked ? 1 : 4;
+  const int64_t minPanels = c.aPacked || c.m == 1 ? 1 : 4;  // (one row of A is no repacking to speak of)
   // A matrix-vector product is bound by streaming B, not by FMAs: split it while each task still
   // streams 64 KiB of B (a classifier's 1 x 1280 x 1000: 5 MB over both cores' bandwidth).
   const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n) * static_cast<double>(c.batch);

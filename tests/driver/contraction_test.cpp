@@ -31,6 +31,10 @@ struct ContractionCase {
 constexpr ContractionCase kCases[] = {
     {"OneByOne", 1, 1, 1, 1, true, false, false, false, false, Epilogue::None},
     {"MatrixVectorBiasRelu", 1, 1, 784, 512, true, false, false, false, false, Epilogue::BiasRelu},
+    // One row: 8-vector panels (8 independent FMA chains), constant B in one K block, a ragged last
+    // panel; and a run-time B.
+    {"MatrixVectorClassifier", 1, 1, 1280, 1000, true, false, false, false, false, Epilogue::BiasRelu},
+    {"MatrixVectorRuntimeB", 2, 1, 700, 300, false, true, true, false, false, Epilogue::Residual},
     {"SmallOdd", 1, 7, 13, 19, true, false, false, false, false, Epilogue::None},
     {"KBlocksWithEdges", 1, 33, 300, 50, true, false, false, false, false, Epilogue::BiasRelu},
     {"KBlocksRuntimeB", 1, 65, 700, 97, false, false, false, false, false, Epilogue::Sigmoid},
