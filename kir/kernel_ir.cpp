@@ -284,8 +284,14 @@ ExprId KernelBuilder::binary(ExprOp op, ExprId a, ExprId b) {
 std::optional<std::pair<int64_t, int64_t>> KernelBuilder::rangeOf(ExprId e) const {
   std::optional<AffineForm> form = affineForm(kernel_.exprs, e);
   if (!form) return std::nullopt;
-  int64_t lo = form->constant, hi = form->constant;
-  for (const auto& [term, coef] : form->terms) {
+  return termsRange(form->terms, form->constant, 0);
+}
+
+std::optional<std::pair<int64_t, int64_t>> KernelBuilder::termsRange(const std::map<ExprId, int64_t>& terms,
+                                                                     int64_t constant, int64_t skipMultiplesOf) const {
+  int64_t lo = constant, hi = constant;
+  for (const auto& [term, coef] : terms) {
+    if (skipMultiplesOf != 0 && coef % skipMultiplesOf == 0) continue;
     auto extent = termExtent_.find(term);
     int64_t span = 0;
     if (extent == termExtent_.end() || extent->second < 1 || __builtin_mul_overflow(coef, extent->second - 1, &span) ||
@@ -375,20 +381,21 @@ ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
   // Split into a multiple of the divisor and a remainder part whose range must be [0, divisor).
   const int64_t quotientConstant = floorDiv(constant, divisor);
   const int64_t remainderConstant = constant - quotientConstant * divisor;
-  int64_t lo = remainderConstant, hi = remainderConstant;
-  bool inRange = true, splittable = quotientConstant != 0;
-  for (const auto& [term, coef] : terms) {
-    if (coef % divisor == 0) {
-      splittable = true;
-      continue;
+  const bool splittable = quotientConstant != 0 || std::any_of(terms.begin(), terms.end(),
+                                                               [&](const auto& t) { return t.second % divisor == 0; });
+  const std::optional<std::pair<int64_t, int64_t>> remainderRange = termsRange(terms, remainderConstant, divisor);
+  const bool inRange = remainderRange && remainderRange->first >= 0 && remainderRange->second < divisor;
+  // (the multiples of `factor` divided by it, plus qConstant; the other terms, plus rConstant)
+  auto split = [&](int64_t factor, int64_t qConstant, int64_t rConstant) {
+    ExprId q = i64(qConstant), r = i64(rConstant);
+    for (const auto& [term, coef] : terms) {
+      if (coef % factor == 0)
+        q = add(q, mul(term, i64(coef / factor)));
+      else
+        r = add(r, mul(term, i64(coef)));
     }
-    auto extent = termExtent_.find(term);
-    int64_t span = 0;
-    inRange = inRange && extent != termExtent_.end() && extent->second >= 1 &&
-              !__builtin_mul_overflow(coef, extent->second - 1, &span) &&
-              !__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi);
-  }
-  inRange = inRange && lo >= 0 && hi < divisor;
+    return std::make_pair(q, r);
+  };
   const bool quotient = op == ExprOp::FloorDiv;
   if (!inRange) {
     // A common factor g of the divisor and the large coefficients, the small terms ranging within
@@ -398,24 +405,9 @@ ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
       const int64_t g = std::gcd(candidateCoef, divisor);
       if (g <= 1 || g >= divisor) continue;
       const int64_t qConstant = floorDiv(constant, g), rConstant = constant - qConstant * g;
-      int64_t rLo = rConstant, rHi = rConstant;
-      bool fits = true;
-      for (const auto& [term, coef] : terms) {
-        if (coef % g == 0) continue;
-        auto extent = termExtent_.find(term);
-        int64_t span = 0;
-        fits = fits && extent != termExtent_.end() && extent->second >= 1 &&
-               !__builtin_mul_overflow(coef, extent->second - 1, &span) &&
-               !__builtin_add_overflow(span < 0 ? rLo : rHi, span, span < 0 ? &rLo : &rHi);
-      }
-      if (!fits || rLo < 0 || rHi >= g) continue;
-      ExprId q = i64(qConstant), r = i64(rConstant);
-      for (const auto& [term, coef] : terms) {
-        if (coef % g == 0)
-          q = add(q, mul(term, i64(coef / g)));
-        else
-          r = add(r, mul(term, i64(coef)));
-      }
+      const std::optional<std::pair<int64_t, int64_t>> small = termsRange(terms, rConstant, g);
+      if (!small || small->first < 0 || small->second >= g) continue;
+      const auto [q, r] = split(g, qConstant, rConstant);
       const ExprId reduced = binary(op, q, i64(divisor / g));
       return quotient ? reduced : add(mul(reduced, i64(g)), r);
     }
@@ -423,13 +415,7 @@ ExprId KernelBuilder::simplifyDivMod(ExprOp op, ExprId a, int64_t divisor) {
     // leaves each variable's own div/mod ((v1 * 64 + v3) / 16 with v3 < 64 -> v1 * 4 + v3 / 16): an
     // index separable by variable, as packed contractions read them.
     if (!splittable) return kNoExpr;
-    ExprId rest = i64(remainderConstant), multiple = i64(quotientConstant);
-    for (const auto& [term, coef] : terms) {
-      if (coef % divisor == 0)
-        multiple = add(multiple, mul(term, i64(coef / divisor)));
-      else
-        rest = add(rest, mul(term, i64(coef)));
-    }
+    const auto [multiple, rest] = split(divisor, quotientConstant, remainderConstant);
     const ExprId inner = binary(op, rest, i64(divisor));
     return quotient ? add(multiple, inner) : inner;
   }

@@ -249,6 +249,10 @@ class KernelBuilder {
   ExprId simplifyDivMod(ExprOp op, ExprId a, int64_t divisor);
   // [lo, hi] of an affine expression of terms with known extents; nullopt otherwise.
   std::optional<std::pair<int64_t, int64_t>> rangeOf(ExprId e) const;
+  // [lo, hi] of constant + sum(coef * term) over the terms whose coefficient is not a multiple of
+  // skipMultiplesOf (0: all of them); nullopt when a term's extent is unknown or the sum overflows.
+  std::optional<std::pair<int64_t, int64_t>> termsRange(const std::map<ExprId, int64_t>& terms, int64_t constant,
+                                                        int64_t skipMultiplesOf) const;
   // Each loop variable's extent, and of each unsimplified div/mod by a constant of such values:
   // the term takes values in [0, extent).
   std::unordered_map<ExprId, int64_t> termExtent_;

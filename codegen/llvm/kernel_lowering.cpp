@@ -674,16 +674,15 @@ class KernelLowering {
                 Value* kLen = smin(i64(c.kc), b_.CreateSub(i64(c.k), kc0));
                 Value* first = b_.CreateICmpEQ(kb, i64(0));
                 Value* last = b_.CreateICmpEQ(kb, i64(kBlocks - 1));
-                if (aInPlace) {
-                  // (nothing to pack)
-                } else if (!c.aPacked && kBlocks == 1) {
+                const bool packAtRunTime = !c.aPacked && !aInPlace;  // (else A is read where it is)
+                if (packAtRunTime && kBlocks == 1) {
                   // One K block: consecutive tasks of a row block (its column blocks) share the packed A.
                   Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
                   emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
                     packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
                     b_.CreateStore(key, packedKey);
                   });
-                } else if (!c.aPacked) {
+                } else if (packAtRunTime) {
                   packA(c, aBatch, m0, m1, kc0, kLen, aPacked);
                 }
                 if (blockB) packBlockB(c, bBatch, n0, n1, kc0, kLen, panelBuf);

@@ -199,24 +199,19 @@ Value* ScalarOps::inlineExpF32(Value* x, bool nonPositive) {
   auto c = [&](double v) { return llvm::ConstantFP::get(ft, v); };
   auto ci = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
   auto fma = [&](Value* a, Value* m, Value* d) { return b_.CreateIntrinsic(llvm::Intrinsic::fma, {ft}, {a, m, d}); };
-  // Of a value known <= 0 (kir::KernelBuilder::expOfNonPositive): from -87.34 on 2^n is a normal
-  // float, so one exponent scale does, no upper clamp, and a NaN needs no select (it stays NaN
-  // through the polynomial and the scale); below, results come out as FLT_MIN (to rounding). 17 vector ops
-  // instead of 25 for a softmax's exps.
+  auto pow2 = [&](Value* e) { return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, ci(127)), ci(23)), ft); };
+  // exp(xc) = 2^n * p(r): n = round(xc / ln 2), r = xc - n ln 2 (in two parts), p of degree 7.
+  Value* xc;
   if (nonPositive) {
-    Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-87.33654)), c(-87.33654), x);
-    Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(xc, c(1.44269504088896341)));
-    Value* r = fma(n, c(-0.693359375), xc);
-    r = fma(n, c(2.12194440e-4), r);
-    Value* p = c(1.9875691500e-4);
-    for (double coefficient : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
-      p = fma(p, r, c(coefficient));
-    p = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), c(1.0));
-    Value* scale = b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(n, it), ci(127)), ci(23)), ft);
-    return b_.CreateFMul(p, scale);
+    // Of a value known <= 0 (kir::KernelBuilder::expOfNonPositive): from -87.34 on 2^n is a normal
+    // float, so one exponent scale does, no upper clamp, and a NaN needs no select (it stays NaN
+    // through the polynomial and the scale); below, results come out as FLT_MIN (to rounding). 17
+    // vector ops instead of 25 for a softmax's exps.
+    xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-87.33654)), c(-87.33654), x);
+  } else {
+    xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-150.0)), c(-150.0), x);
+    xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, c(150.0)), c(150.0), xc);
   }
-  Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-150.0)), c(-150.0), x);
-  xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, c(150.0)), c(150.0), xc);
   Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(xc, c(1.44269504088896341)));
   Value* r = fma(n, c(-0.693359375), xc);
   r = fma(n, c(2.12194440e-4), r);
@@ -225,9 +220,10 @@ Value* ScalarOps::inlineExpF32(Value* x, bool nonPositive) {
     p = fma(p, r, c(coefficient));
   p = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), c(1.0));
   Value* ni = b_.CreateFPToSI(n, it);
+  if (nonPositive) return b_.CreateFMul(p, pow2(ni));
+  // 2^n in two factors, so that results down to the smallest subnormal (n = -149) are exact.
   Value* n1 = b_.CreateAShr(ni, ci(1));
   Value* n2 = b_.CreateSub(ni, n1);
-  auto pow2 = [&](Value* e) { return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, ci(127)), ci(23)), ft); };
   Value* result = b_.CreateFMul(b_.CreateFMul(p, pow2(n1)), pow2(n2));
   return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, result);
 }
