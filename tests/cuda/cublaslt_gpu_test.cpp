@@ -198,18 +198,13 @@ void expectGemmMatchesAnyType(const Gpu& g, const GemmParams& p, uint32_t seed, 
     expectGemmMatches<float>(g, p, seed, offset);
 }
 
-// Odd sizes, every transpose and epilogue; every third case on pointers one element off alignment.
+// The shared odd-size grid (oddSizeCases): odd sizes, every transpose and epilogue, some pointers one
+// element off alignment.
 void runSizeGrid(const Gpu& g, int32_t dtype, bool tf32) {
-  uint32_t index = 0;
-  for (int64_t m : kOddSizes)
-    for (int64_t n : kOddSizes)
-      for (int64_t k : kOddSizes)
-        for (int t = 0; t < 4; ++t, ++index) {
-          const GemmEpilogue e = kEpilogues[(index + index / 4) % 4];
-          const GemmParams p = gemm(dtype, 1, m, n, k, t & 1, t & 2, 0, 0, 0, e, tf32);
-          expectGemmMatchesAnyType(g, p, index, index % 3 == 0 ? 1 : 0);
-          if (::testing::Test::HasFailure()) return;
-        }
+  for (const OddSizeCase& c : oddSizeCases(dtype, tf32)) {
+    expectGemmMatchesAnyType(g, c.params, c.seed, c.offset);
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 TEST(CublasLtGpu, F32OddSizes) {

@@ -86,4 +86,25 @@ inline constexpr int64_t kOddSizes[] = {1, 7, 33, 129};
 inline constexpr GemmEpilogue kEpilogues[] = {GemmEpilogue::None, GemmEpilogue::Relu, GemmEpilogue::Bias,
                                               GemmEpilogue::BiasRelu};
 
+// The odd-size grid the GPU and emulated cuBLASLt tests share: every m, n, k of kOddSizes, every
+// transpose, the epilogues in turn; each case's seed is its index, and every third case runs on
+// pointers one element off alignment.
+struct OddSizeCase {
+  GemmParams params;
+  uint32_t seed;
+  size_t offset;
+};
+inline std::vector<OddSizeCase> oddSizeCases(int32_t dtype, bool tf32 = false) {
+  std::vector<OddSizeCase> cases;
+  uint32_t index = 0;
+  for (int64_t m : kOddSizes)
+    for (int64_t n : kOddSizes)
+      for (int64_t k : kOddSizes)
+        for (int t = 0; t < 4; ++t, ++index) {
+          const GemmEpilogue e = kEpilogues[(index + index / 4) % 4];
+          cases.push_back({gemm(dtype, 1, m, n, k, t & 1, t & 2, 0, 0, 0, e, tf32), index, index % 3 == 0 ? 1u : 0u});
+        }
+  return cases;
+}
+
 }  // namespace nnc::rt::cuda::testing

@@ -101,18 +101,14 @@ class EmulatedCublasLt : public ::testing::Test {
   // `replays`, captured into a graph and replayed that many times with fresh inputs.
   template <class T>
   void expectGemmMatches(const GemmParams& p, uint32_t seed, size_t offset = 0, int replays = 0);
-  // Odd sizes, every transpose and epilogue; every third case on pointers one element off alignment.
+  // The shared odd-size grid (oddSizeCases): odd sizes, every transpose and epilogue, some pointers
+  // one element off alignment.
   template <class T>
   void expectOddSizesMatch(int32_t dtype) {
-    uint32_t index = 0;
-    for (int64_t m : kOddSizes)
-      for (int64_t n : kOddSizes)
-        for (int64_t k : kOddSizes)
-          for (int t = 0; t < 4; ++t, ++index) {
-            const GemmEpilogue e = kEpilogues[(index + index / 4) % 4];
-            expectGemmMatches<T>(gemm(dtype, 1, m, n, k, t & 1, t & 2, 0, 0, 0, e), index, index % 3 == 0 ? 1 : 0);
-            if (HasFailure()) return;
-          }
+    for (const OddSizeCase& c : oddSizeCases(dtype)) {
+      expectGemmMatches<T>(c.params, c.seed, c.offset);
+      if (HasFailure()) return;
+    }
   }
   void expectGemmMatchesAnyType(const GemmParams& p, uint32_t seed, size_t offset = 0) {
     if (p.dtype == 11)
