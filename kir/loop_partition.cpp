@@ -155,4 +155,48 @@ std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPi
   return merged;
 }
 
+std::optional<RowInterior> rowInterior(const Kernel& kernel) {
+  const size_t rank = kernel.outer.vars.size();
+  if (rank < 2 || kernel.contraction) return std::nullopt;
+  std::unordered_map<ExprId, int64_t> ranged;
+  for (const Reduction& r : kernel.reductions)
+    for (size_t i = 0; i < r.loop.vars.size(); ++i) ranged[r.loop.vars[i]] = r.loop.extents[i];
+  for (size_t i = 0; i < kernel.inner.vars.size(); ++i) ranged[kernel.inner.vars[i]] = kernel.inner.extents[i];
+  std::vector<Int> lo(rank - 1, 0), hi(rank - 1);  // the box, inclusive
+  for (size_t d = 0; d + 1 < rank; ++d) hi[d] = kernel.outer.extents[d] - 1;
+  RowInterior interior;
+  std::map<ExprId, ExprId> substitute;
+  for (ExprId e = 0; e < static_cast<ExprId>(kernel.exprs.size()); ++e) {
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      const int64_t extent = kernel.outer.extents[d];
+      if (extent < 2) continue;
+      std::optional<Test> t = analyse(kernel, e, kernel.outer.vars[d], ranged, substitute);
+      if (!t) continue;
+      const Int centre = extent / 2;
+      const bool holds = t->whenTrue.contains(centre);
+      if (!holds && !t->whenFalse.contains(centre)) break;  // mixed at the centre: no fact
+      const HalfLine& side = holds ? t->whenTrue : t->whenFalse;
+      if (side.atLeast)
+        lo[d] = std::max(lo[d], side.bound);
+      else
+        hi[d] = std::min(hi[d], side.bound);
+      interior.facts[e] = holds;
+      const ExprNode& n = kernel.exprs[e];
+      if (n.op == ExprOp::Min || n.op == ExprOp::Max) substitute[e] = holds ? n.a : n.b;
+      break;  // a test depends on one outer variable at most (analyse refuses the others)
+    }
+  }
+  if (interior.facts.empty()) return std::nullopt;
+  double share = 1.0;
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    const int64_t extent = kernel.outer.extents[d];
+    if (lo[d] > hi[d]) return std::nullopt;
+    share *= static_cast<double>(hi[d] - lo[d] + 1) / static_cast<double>(extent);
+    if (lo[d] > 0 || hi[d] < extent - 1)
+      interior.ranges.push_back({d, static_cast<int64_t>(lo[d]), static_cast<int64_t>(hi[d] + 1)});
+  }
+  if (share < 0.5) return std::nullopt;
+  return interior;
+}
+
 }  // namespace nnc::kir

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "kir/kernel_ir.h"
@@ -28,5 +29,24 @@ struct LoopPiece {
 // A test counts when it is affine in the innermost variable and otherwise only in reduction and
 // inner-loop variables, whose extents bound it.
 std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPieces = 5);
+
+// The interior of the other outer variables (all but the innermost): a box of their values where
+// the tests that depend on one of them (and otherwise only on reduction and inner-loop variables)
+// each take the value they have at the domain's centre — a depthwise conv's `0 <= h + kh - 1 < H`
+// for every row h away from the top and bottom. A backend emits each row twice, the interior
+// version with `facts` folded (no clamps, no selects: an NHWC depthwise conv's taps are plain
+// vector loads) and the general one, and picks per row by the box test.
+struct RowInterior {
+  struct Range {
+    size_t dim = 0;              // position in kernel.outer.vars
+    int64_t begin = 0, end = 0;  // [begin, end) of that variable
+  };
+  std::vector<Range> ranges;     // only the variables the box narrows; empty: every row is interior
+  std::map<ExprId, bool> facts;  // as LoopPiece::facts
+};
+
+// nullopt when no such test exists, or when under half of the rows are interior (the second copy
+// of the row would rarely run).
+std::optional<RowInterior> rowInterior(const Kernel& kernel);
 
 }  // namespace nnc::kir

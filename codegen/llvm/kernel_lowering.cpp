@@ -65,6 +65,7 @@ class KernelLowering {
       emitContraction(*k_.contraction);
     } else {
       pieces_ = kir::partitionInnermostLoop(k_);
+      rowInterior_ = kir::rowInterior(k_);
       emitOuterLoop();
     }
     b_.CreateRetVoid();
@@ -200,15 +201,103 @@ class KernelLowering {
       }
     };
     if (pieces_.empty()) {
+      facts_ = rowFacts_;
       piece(lo, hi, k_.outer.extents.back(), name);
+      facts_ = nullptr;
       return;
     }
     for (size_t i = 0; i < pieces_.size(); ++i) {
-      facts_ = &pieces_[i].facts;
+      std::map<ExprId, bool> facts = pieces_[i].facts;
+      if (rowFacts_) facts.insert(rowFacts_->begin(), rowFacts_->end());
+      facts_ = &facts;
       piece(smax(lo, i64(pieces_[i].begin)), smin(hi, i64(pieces_[i].end)), pieces_[i].end - pieces_[i].begin,
             name + ".p" + std::to_string(i));
       facts_ = nullptr;
     }
+  }
+
+  // How many trailing outer dims one row covers: 1, or where the innermost is too short to vectorise
+  // (an NHWC stem's patches: [oh, ow, c, kh, kw], kw = 3), as many as make a row of 16 points or
+  // more, so that the per-row work (carries, loop set-up) is paid once per patch, not per 3 taps.
+  size_t mergedRowDims() const {
+    const kir::Loop& outer = k_.outer;
+    const size_t rank = outer.extents.size();
+    if (outer.extents.back() >= 4 || !pieces_.empty()) return 1;
+    size_t dims = 1;
+    int64_t length = outer.extents.back();
+    while (dims + 1 < rank && length < 16) length *= outer.extents[rank - ++dims];
+    return dims;
+  }
+
+  // A merged row over dims [first, rank): the full row as a loop nest of constant bounds (short
+  // loops LLVM unrolls), a partial one (at a chunk's ends) point by point with div/mod.
+  void emitMergedRow(Value* lo, Value* hi, size_t first, int64_t length) {
+    const kir::Loop& outer = k_.outer;
+    kir::Loop rowLoop;
+    rowLoop.vars.assign(outer.vars.begin() + static_cast<std::ptrdiff_t>(first), outer.vars.end());
+    rowLoop.extents.assign(outer.extents.begin() + static_cast<std::ptrdiff_t>(first), outer.extents.end());
+    llvm::LLVMContext& c = m_.getContext();
+    auto* full = llvm::BasicBlock::Create(c, "row.full", fn_);
+    auto* partial = llvm::BasicBlock::Create(c, "row.partial", fn_);
+    auto* done = llvm::BasicBlock::Create(c, "row.done", fn_);
+    b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpEQ(lo, i64(0)), b_.CreateICmpEQ(hi, i64(length))), full, partial);
+    b_.SetInsertPoint(full);
+    scopes_.emplace_back();
+    emitLoopNest(rowLoop, 0, "row.", [&] { emitPoint(); });
+    scopes_.pop_back();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(partial);
+    emitLoop(
+        lo, hi,
+        [&](Value* j) {
+          for (size_t d = rowLoop.extents.size(); d-- > 0;) {
+            Value* extent = i64(rowLoop.extents[d]);
+            bind(rowLoop.vars[d], d == 0 ? j : b_.CreateURem(j, extent));
+            if (d > 0) j = b_.CreateUDiv(j, extent);
+          }
+          emitPoint();
+        },
+        "row.point");
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  // One row (the outer variables but the innermost bound): with a row interior (kir::RowInterior),
+  // the interior version with its facts folded where the row lies in the box, else the general one.
+  void emitRow(Value* lo, Value* hi) {
+    if (!rowInterior_) {
+      emitInnermostLoop(lo, hi, "col");
+      return;
+    }
+    auto version = [&](const std::map<ExprId, bool>* facts, const std::string& name) {
+      scopes_.emplace_back();  // nothing computed under one version's facts leaks into the other
+      rowFacts_ = facts;
+      emitInnermostLoop(lo, hi, name);
+      rowFacts_ = nullptr;
+      scopes_.pop_back();
+    };
+    if (rowInterior_->ranges.empty()) {
+      version(&rowInterior_->facts, "col.in");
+      return;
+    }
+    Value* inBox = b_.getTrue();
+    for (const kir::RowInterior::Range& r : rowInterior_->ranges) {
+      Value* v = value(k_.outer.vars[r.dim]);
+      if (r.begin > 0) inBox = b_.CreateAnd(inBox, b_.CreateICmpSGE(v, i64(r.begin)));
+      if (r.end < k_.outer.extents[r.dim]) inBox = b_.CreateAnd(inBox, b_.CreateICmpSLT(v, i64(r.end)));
+    }
+    llvm::LLVMContext& c = m_.getContext();
+    auto* interior = llvm::BasicBlock::Create(c, "row.interior", fn_);
+    auto* border = llvm::BasicBlock::Create(c, "row.border", fn_);
+    auto* done = llvm::BasicBlock::Create(c, "row.done", fn_);
+    b_.CreateCondBr(inBox, interior, border);
+    b_.SetInsertPoint(interior);
+    version(&rowInterior_->facts, "col.in");
+    b_.CreateBr(done);
+    b_.SetInsertPoint(border);
+    version(nullptr, "col");
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
   }
 
   // --- strided windows, vectorised here
@@ -476,10 +565,14 @@ class KernelLowering {
     // div/mod once; each later row increments it with carries (no division per row: rows of a
     // small image are a few points long, and three divisions cost more than the row).
     llvm::LLVMContext& c = m_.getContext();
-    Value* lastExtent = b_.getInt64(outer.extents.back());
-    std::vector<llvm::AllocaInst*> index(rank - 1);
+    const size_t rowDims = mergedRowDims();
+    const size_t rowRank = rank - rowDims + 1;  // the row index's dims, plus one for the row
+    int64_t rowLength = 1;
+    for (size_t d = rowRank - 1; d < rank; ++d) rowLength *= outer.extents[d];
+    Value* lastExtent = b_.getInt64(rowLength);
+    std::vector<llvm::AllocaInst*> index(rowRank - 1);
     Value* row = b_.CreateUDiv(begin, lastExtent, "row");
-    for (size_t d = rank - 1; d-- > 0;) {
+    for (size_t d = rowRank - 1; d-- > 0;) {
       index[d] = entryAlloca(b_.getInt64Ty(), "idx" + std::to_string(d));
       if (d == 0) {
         b_.CreateStore(row, index[d]);
@@ -506,12 +599,15 @@ class KernelLowering {
     Value* jEnd = b_.CreateAdd(j0, b_.CreateSub(end, f));
     jEnd = b_.CreateSelect(b_.CreateICmpSLT(jEnd, lastExtent), jEnd, lastExtent, "jend");
     Value* next = b_.CreateAdd(f, b_.CreateSub(jEnd, j0), "f.next");
-    for (size_t d = 0; d + 1 < rank; ++d) bind(outer.vars[d], b_.CreateLoad(b_.getInt64Ty(), index[d]));
-    emitInnermostLoop(j0, jEnd, "col");
+    for (size_t d = 0; d + 1 < rowRank; ++d) bind(outer.vars[d], b_.CreateLoad(b_.getInt64Ty(), index[d]));
+    if (rowDims == 1)
+      emitRow(j0, jEnd);
+    else
+      emitMergedRow(j0, jEnd, rowRank - 1, rowLength);
     scopes_.pop_back();
-    // Next row: the index of dims 0..rank-2 plus one, carried.
+    // Next row: the index of dims 0..rowRank-2 plus one, carried.
     Value* carry = b_.getTrue();
-    for (size_t d = rank - 1; d-- > 0;) {
+    for (size_t d = rowRank - 1; d-- > 0;) {
       Value* cur = b_.CreateLoad(b_.getInt64Ty(), index[d]);
       Value* bumped = b_.CreateAdd(cur, b_.CreateZExt(carry, b_.getInt64Ty()));
       if (d == 0) {
@@ -562,6 +658,31 @@ class KernelLowering {
   Value* smin(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); }
   Value* smax(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSGT(a, b), a, b); }
   Value* i64(int64_t v) { return b_.getInt64(v); }
+
+  // A transposed tile is stored as `cols` runs of `rows` floats, each in another output row (a
+  // conv's channel planes): lines the epilogue would miss on in turn, write-allocating each from
+  // memory (the stem's 64 planes of 12,321 pixels: 3 MB). Asked for before the microkernel, they
+  // arrive while it computes. The first and last element of each run: a run spans two lines at most.
+  void prefetchTransposedTile(const kir::Store& store, Value* i0, Value* j0, Value* rows, Value* cols) {
+    const kir::Contraction& c = *k_.contraction;
+    llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
+    llvm::Type* elem = ops_.storageType(k_.params[store.slot].dtype);
+    emitLoop(
+        i64(0), cols,
+        [&](Value* j) {
+          bind(colVar(c), b_.CreateAdd(j0, j));
+          for (Value* i : {i0, b_.CreateAdd(i0, b_.CreateSub(rows, i64(1)))}) {
+            scopes_.emplace_back();
+            bind(rowVar(c), i);
+            if (Value* index = value(store.index)) {
+              Value* ptr = b_.CreateInBoundsGEP(elem, bases_[store.slot], index);
+              b_.CreateCall(prefetch, {ptr, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+            }
+            scopes_.pop_back();
+          }
+        },
+        "prefetch.out", noVectorLoop());
+  }
 
   void emitContraction(const kir::Contraction& c) {
     llvm::Type* f32 = b_.getFloatTy();
@@ -732,6 +853,7 @@ class KernelLowering {
                                                         b_.CreateAdd(b_.CreateMul(i0, i64(c.aRowStride)),
                                                                      b_.CreateMul(kc0, i64(c.aColStride))))
                                  : b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
+                  if (c.transposed) prefetchTransposedTile(store, i0, j0, rows, cols);
                   std::vector<Value*> args = {aTile, bPanel, ldb,      kLen, src, ldSrc, b_.CreateNot(first),
                                               dst,   ldDst,  noColumns};
                   if (c.aRowIndex == kir::kNoExpr) {
@@ -1155,6 +1277,7 @@ class KernelLowering {
     if (isFloat(t)) {
       llvm::FastMathFlags fmf;
       if (opts_.reassociateReductions) fmf.setAllowReassoc();
+      fmf.setAllowContract();  // acc + a * b: one multiply-add
       switch (op) {
         case ReduceOp::Sum: {
           Value* r = b_.CreateFAdd(acc, v);
@@ -1366,9 +1489,11 @@ class KernelLowering {
     bool strided = false;                   // some load steps by 2 or more
   } vectorMemo_;
   std::vector<Value*> vectorReduced_;
-  int windowLanes_ = 0;                            // the vector width of the strided window being emitted
-  std::vector<kir::LoopPiece> pieces_;             // partition of the innermost outer loop
-  const std::map<ExprId, bool>* facts_ = nullptr;  // the piece being emitted: its folded tests
+  int windowLanes_ = 0;                               // the vector width of the strided window being emitted
+  std::vector<kir::LoopPiece> pieces_;                // partition of the innermost outer loop
+  std::optional<kir::RowInterior> rowInterior_;       // the interior box of the other outer variables
+  const std::map<ExprId, bool>* rowFacts_ = nullptr;  // the row version being emitted: its facts
+  const std::map<ExprId, bool>* facts_ = nullptr;     // the piece being emitted: its folded tests
   std::string error_;
 };
 

@@ -56,6 +56,7 @@ class ScalarOps {
  private:
   llvm::Value* intDivRem(kir::ExprOp op, llvm::Value* a, llvm::Value* b, DType t);
   llvm::Value* shift(kir::ExprOp op, llvm::Value* a, DType at, llvm::Value* b, DType bt);
+  llvm::Value* contractable(llvm::Value* v);                         // may fuse into a multiply-add
   llvm::Value* mathCall(const char* name, llvm::Value* a, DType t);  // libm: name / name+"f"
   // An f32 call through the vector-math wrapper for libm function `name` (no "f"); nullptr when
   // vector math is off or `t` is not F32. `b` is the second operand of two-argument functions

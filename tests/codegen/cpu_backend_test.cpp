@@ -320,6 +320,70 @@ TEST(CpuBackend, MinMaxAgainstAConstantPropagateNaN) {
   }
 }
 
+// A product added to a value is one fused multiply-add (one rounding): every element equals
+// std::fma's result, and the inputs are chosen so that rounding the product first differs for many.
+TEST(CpuBackend, ProductPlusValueIsOneFusedMultiplyAdd) {
+  if (!__builtin_cpu_supports("fma")) GTEST_SKIP() << "this CPU has no FMA instructions";
+  constexpr int64_t kLen = 61;  // vector body and remainder
+  KernelBuilder kb("fma");
+  const int x = kb.addParam("x", DType::F32, kLen, false), y = kb.addParam("y", DType::F32, kLen, false),
+            z = kb.addParam("z", DType::F32, kLen, false), out = kb.addParam("out", DType::F32, kLen, true);
+  auto v = kb.setOuter({kLen});
+  kb.addStore(out, v[0], kb.add(kb.mul(kb.load(x, v[0]), kb.load(y, v[0])), kb.load(z, v[0])), false);
+  std::vector<float> xs(kLen), ys(kLen), zs(kLen);
+  for (int64_t i = 0; i < kLen; ++i) {
+    xs[i] = 1.0f + std::ldexp(static_cast<float>(i + 1), -20);
+    ys[i] = 1.0f - std::ldexp(static_cast<float>(2 * i + 1), -21);
+    zs[i] = -1.0f;
+  }
+  // (Not against the interpreter, which rounds the product: std::fma is the oracle here.)
+  std::unique_ptr<JitKernels> holder;
+  rt::KernelFn fn = testing::jitKernel(kb.finish(), &holder);
+  ASSERT_NE(fn, nullptr);
+  std::vector<Tensor> bufs = {Tensor::fromFloats(xs, {kLen}), Tensor::fromFloats(ys, {kLen}),
+                              Tensor::fromFloats(zs, {kLen}), Tensor(DType::F32, Shape{kLen})};
+  testing::callInPieces(fn, bufs, {0, kLen});
+  int differs = 0;
+  for (int64_t i = 0; i < kLen; ++i) {
+    const float fused = std::fma(xs[i], ys[i], zs[i]);
+    volatile float product = xs[i] * ys[i];  // rounded on its own
+    differs += (product + zs[i]) != fused;
+    EXPECT_EQ(bufs[3].getDouble(i), fused) << i;
+  }
+  EXPECT_GT(differs, kLen / 2) << "the inputs must tell the two apart";
+}
+
+// Rows of a 3-point innermost axis are merged with the axes above into rows of 27 (an NHWC stem's
+// patches): run whole, and in pieces cut inside merged rows (partial rows at a chunk's ends).
+TEST(CpuBackend, ShortInnermostAxesRunAsMergedRowsCutAnywhere) {
+  const std::vector<int64_t> dims = {4, 5, 3, 3, 3};
+  const int64_t n = 4 * 5 * 27;
+  KernelBuilder kb("patches");
+  const int x = kb.addParam("x", DType::F32, n, false), out = kb.addParam("out", DType::F32, n, true);
+  auto v = kb.setOuter(dims);
+  ExprId flat = v[0];
+  for (size_t d = 1; d < dims.size(); ++d) flat = kb.add(kb.mul(flat, kb.i64(dims[d])), v[d]);
+  // out = x * 2 + (c - kw): a value of the point's own coordinates, so a misplaced point shows.
+  kb.addStore(out, flat,
+              kb.add(kb.mul(kb.load(x, flat), kb.constant(DType::F32, 2.0)), kb.cast(DType::F32, kb.sub(v[2], v[4]))),
+              false);
+  const kir::Kernel kernel = kb.finish();
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(i % 13) - 6.0f;
+  std::unique_ptr<JitKernels> holder;
+  rt::KernelFn fn = testing::jitKernel(kernel, &holder);
+  ASSERT_NE(fn, nullptr);
+  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
+           {0, n}, {0, 13, 27, 28, 100, 269, 270, 271, n}, {0, 1, 2, 53, 54, 55, n - 1, n}}) {
+    std::vector<Tensor> bufs = {Tensor::fromFloats(xs, {n}), Tensor(DType::F32, Shape{n})};
+    testing::callInPieces(fn, bufs, cuts);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = i / 9 % 3, kw = i % 3;
+      EXPECT_EQ(bufs[1].getDouble(i), xs[i] * 2.0f + static_cast<float>(c - kw)) << i << " of " << cuts.size() - 1;
+    }
+  }
+}
+
 TEST(CpuBackend, ArgMaxArgMinWithTies) {
   // Rows of x (4x5); argmax/argmin with first and last tie-breaking (numpy: first).
   KernelBuilder kb("argmax_ties");

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -163,6 +164,83 @@ TEST(LoopPartition, ATestOfAnotherOuterVariableIsNotFolded) {
   kb.addStore(out, kb.add(kb.mul(v[0], kb.i64(10)), v[1]),
               kb.select(test, kb.constant(DType::F32, 1), kb.constant(DType::F32, 0)), false);
   EXPECT_TRUE(kir::partitionInnermostLoop(kb.finish()).empty());
+}
+
+// An NHWC 3x3 window padded by 1 on [H, W, C]: the border tests depend on h and w (the row), not on
+// the channel (the innermost variable). Every fact holds at every (h, w) inside the box and every
+// tap, and each box edge is exact: one step outside it, some fact fails for some tap.
+TEST(RowInterior, DepthwiseWindowFactsHoldInTheBoxAndTheBoxIsExact) {
+  const int64_t H = 7, W = 9, C = 16;
+  kir::KernelBuilder kb("dw");
+  const int in = kb.addParam("in", DType::F32, H * W * C, false);
+  const int out = kb.addParam("out", DType::F32, H * W * C, true);
+  std::vector<ExprId> v = kb.setOuter({H, W, C});
+  std::vector<ExprId> r = kb.reductionVars({3, 3});
+  const ExprId y = kb.add(kb.sub(v[0], kb.i64(1)), r[0]), x = kb.add(kb.sub(v[1], kb.i64(1)), r[1]);
+  const ExprId inside = kb.logicalAnd(kb.logicalAnd(kb.le(kb.i64(0), y), kb.lt(y, kb.i64(H))),
+                                      kb.logicalAnd(kb.le(kb.i64(0), x), kb.lt(x, kb.i64(W))));
+  const ExprId at =
+      kb.add(kb.mul(kb.add(kb.mul(kb.clamp(y, 0, H - 1), kb.i64(W)), kb.clamp(x, 0, W - 1)), kb.i64(C)), v[2]);
+  const ExprId tap = kb.select(inside, kb.load(in, at), kb.constant(DType::F32, 0));
+  kb.addStore(out, kb.add(kb.mul(kb.add(kb.mul(v[0], kb.i64(W)), v[1]), kb.i64(C)), v[2]),
+              kb.reduce(kir::ReduceOp::Sum, r, tap), false);
+  const kir::Kernel k = kb.finish();
+  const std::optional<kir::RowInterior> interior = kir::rowInterior(k);
+  ASSERT_TRUE(interior.has_value());
+  ASSERT_EQ(interior->ranges.size(), 2u);
+  EXPECT_EQ(interior->ranges[0].dim, 0u);
+  EXPECT_EQ(interior->ranges[0].begin, 1);
+  EXPECT_EQ(interior->ranges[0].end, H - 1);
+  EXPECT_EQ(interior->ranges[1].dim, 1u);
+  EXPECT_EQ(interior->ranges[1].begin, 1);
+  EXPECT_EQ(interior->ranges[1].end, W - 1);
+  EXPECT_GE(interior->facts.size(), 8u);  // four comparisons, two clamps of two each
+  // Whether every fact holds at row (h, w) for every tap.
+  auto allHold = [&](int64_t h, int64_t w) {
+    for (int64_t ky = 0; ky < 3; ++ky)
+      for (int64_t kx = 0; kx < 3; ++kx) {
+        const std::unordered_map<ExprId, int64_t> vars = {{v[0], h}, {v[1], w}, {v[2], 0}, {r[0], ky}, {r[1], kx}};
+        for (const auto& [e, holds] : interior->facts) {
+          const kir::ExprNode& n = k.expr(e);
+          const bool ok = (n.op == ExprOp::Min || n.op == ExprOp::Max)
+                              ? evaluate(k, e, vars) == evaluate(k, holds ? n.a : n.b, vars)
+                              : (evaluate(k, e, vars) != 0) == holds;
+          if (!ok) return false;
+        }
+      }
+    return true;
+  };
+  for (int64_t h = 1; h < H - 1; ++h)
+    for (int64_t w = 1; w < W - 1; ++w) EXPECT_TRUE(allHold(h, w)) << h << "," << w;
+  EXPECT_FALSE(allHold(0, W / 2));
+  EXPECT_FALSE(allHold(H - 1, W / 2));
+  EXPECT_FALSE(allHold(H / 2, 0));
+  EXPECT_FALSE(allHold(H / 2, W - 1));
+}
+
+// Tests that hold everywhere need no box (every row takes the folded version); a box under half of
+// the rows is not worth a second copy of the row; a test of the innermost variable is not a row fact.
+TEST(RowInterior, NoBoxWhenEveryRowIsInteriorAndNoneWhenFewAre) {
+  auto kernel = [](int64_t lowest, int64_t highest) {
+    kir::KernelBuilder kb("rows");
+    const int out = kb.addParam("out", DType::F32, 10 * 8, true);
+    std::vector<ExprId> v = kb.setOuter({10, 8});
+    const ExprId rows = kb.logicalAnd(kb.le(kb.i64(lowest), v[0]), kb.le(v[0], kb.i64(highest)));
+    const ExprId inner = kb.lt(v[1], kb.i64(4));  // the innermost variable's: not a row fact
+    kb.addStore(out, kb.add(kb.mul(v[0], kb.i64(8)), v[1]),
+                kb.select(kb.logicalAnd(rows, inner), kb.constant(DType::F32, 1), kb.constant(DType::F32, 0)), false);
+    return kb.finish();
+  };
+  std::optional<kir::RowInterior> all = kir::rowInterior(kernel(0, 9));
+  ASSERT_TRUE(all.has_value());
+  EXPECT_TRUE(all->ranges.empty());
+  EXPECT_EQ(all->facts.size(), 2u);
+  std::optional<kir::RowInterior> most = kir::rowInterior(kernel(3, 20));
+  ASSERT_TRUE(most.has_value());
+  ASSERT_EQ(most->ranges.size(), 1u);
+  EXPECT_EQ(most->ranges[0].begin, 3);
+  EXPECT_EQ(most->ranges[0].end, 10);
+  EXPECT_FALSE(kir::rowInterior(kernel(3, 5)).has_value()) << "3 rows of 10 interior";
 }
 
 TEST(AffineForm, CollectsTermsSubstitutesAndRejectsOverflow) {
