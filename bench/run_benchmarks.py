@@ -192,6 +192,25 @@ def layernorm(rng):
     return model, {"x": rng.standard_normal(shape, dtype=np.float32)}, {"gamma": gamma, "beta": beta}
 
 
+def rmsnorm(rng):
+    """RMSNorm over the last axis as PyTorch's LLaMA-style module exports it (6 nodes)."""
+    shape, d = [4096, 1024], 1024
+    weight = (rng.random(d, dtype=np.float32) + 0.5).astype(np.float32)
+    nodes = [
+        helper.make_node("Pow", ["x", "k_two"], ["sq"]),
+        helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
+        helper.make_node("Add", ["ms", "k_eps"], ["mse"]),
+        helper.make_node("Sqrt", ["mse"], ["rms"]),
+        helper.make_node("Reciprocal", ["rms"], ["inv"]),
+        helper.make_node("Mul", ["x", "inv"], ["n"]),
+        helper.make_node("Mul", ["n", "weight"], ["y"]),
+    ]
+    inits = [scalar("k_two", 2.0), scalar("k_eps", 1e-6), numpy_helper.from_array(weight, "weight")]
+    model = make_model("rmsnorm_4096x1024", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return model, {"x": rng.standard_normal(shape, dtype=np.float32)}, {"weight": weight}
+
+
 def matmul_bias_relu(rng):
     n = 512
     w = (rng.standard_normal((n, n), dtype=np.float32) / math.sqrt(n)).astype(np.float32)
@@ -208,6 +227,7 @@ MICRO = {
     "gelu_chain_1M": (gelu_chain, "9-node tanh-GELU pointwise chain, 2^20 floats"),
     "softmax_1024x1024": (softmax, "Softmax(axis=-1) over [1024, 1024]"),
     "layernorm_4096x1024": (layernorm, "decomposed LayerNorm (9 nodes, opset 13) over [4096, 1024]"),
+    "rmsnorm_4096x1024": (rmsnorm, "decomposed RMSNorm (7 nodes, as LLaMA-style modules export it) over [4096, 1024]"),
     "matmul_bias_relu_512": (matmul_bias_relu, "MatMul [512,512]x[512,512] + bias + ReLU"),
 }
 

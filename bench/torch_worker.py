@@ -45,6 +45,9 @@ def micro(name, params):
     if name == "layernorm_4096x1024":
         # What a PyTorch user writes: the native (single-kernel) layer_norm.
         return lambda x: F.layer_norm(x, (x.shape[-1],), p["gamma"], p["beta"], 1e-5)
+    if name == "rmsnorm_4096x1024":
+        # The module's own ops (PyTorch 1.13 has no fused RMSNorm), one eager kernel each.
+        return lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * p["weight"]
     if name == "matmul_bias_relu_512":
         return lambda x: torch.relu(torch.matmul(x, p["W"]) + p["b"])
     raise SystemExit(f"torch_worker: unknown micro-graph '{name}'")

@@ -28,6 +28,9 @@ Expected<bool> explicitPadding(Graph& graph);
 // The decomposed LayerNorm of older exports (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, [Mul],
 // [Add]) as one LayerNormalization node.
 Expected<bool> recognizeLayerNorm(Graph& graph);
+// The RMS normalisation of exports (Pow or Mul, ReduceMean, Add, Sqrt, Div or Reciprocal and Mul, [Mul])
+// as one RmsNormalization node. After recognize-layer-norm: a LayerNorm's variance part matches too.
+Expected<bool> recognizeRmsNorm(Graph& graph);
 // Gives every graph output its own computed value (an Identity copy for outputs that are graph
 // inputs, constants, or listed twice), so the runtime can write each output buffer once.
 Expected<bool> materializeOutputs(Graph& graph);

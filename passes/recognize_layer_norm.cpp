@@ -22,53 +22,6 @@ namespace nnc::passes {
 
 namespace {
 
-// The node producing `v` if it is `op` and `v` has exactly `users` uses and is no graph output.
-Node* producerIf(Value* v, OpKind op, size_t users = 1) {
-  if (!v || v->isGraphOutput() || v->users().size() != users) return nullptr;
-  Node* p = v->producer();
-  return p && p->op() == op && p->numOutputs() == 1 ? p : nullptr;
-}
-
-std::optional<double> scalarConstant(const Value* v) {
-  if (!v || !v->isConstant() || v->constant().numel() != 1 || !isFloat(v->dtype())) return std::nullopt;
-  return v->constant().getDouble(0);
-}
-
-// The first normalized axis of a ReduceMean over trailing axes with keepdims, or -1.
-int trailingMeanAxis(const Node& n) {
-  const Attributes& a = n.attrs();
-  const int rank = n.input(0)->shape().rank();
-  if (a.getInt("keepdims") != 1 || !a.has("axes") || rank == 0) return -1;
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int64_t axis : a.getInts("axes")) {
-    if (axis < -rank || axis >= rank) return -1;
-    reduced[static_cast<size_t>(axis < 0 ? axis + rank : axis)] = true;
-  }
-  int first = rank;
-  while (first > 0 && reduced[static_cast<size_t>(first - 1)]) --first;
-  for (int i = 0; i < first; ++i)
-    if (reduced[static_cast<size_t>(i)]) return -1;
-  return first < rank ? first : -1;
-}
-
-// Of a binary node, the input that is not `known` (nullptr if neither or both are).
-Value* otherInput(const Node& n, const Value* known) {
-  if (n.numInputs() != 2) return nullptr;
-  if (n.input(0) == known && n.input(1) != known) return n.input(1);
-  if (n.input(1) == known && n.input(0) != known) return n.input(0);
-  return nullptr;
-}
-
-// The single user of `v`, if `v` has one and is no graph output.
-Node* soleUser(const Value* v) {
-  return v && !v->isGraphOutput() && v->users().size() == 1 ? v->users()[0].node : nullptr;
-}
-
-bool broadcastsTo(const Value* v, const Shape& shape) {
-  std::optional<Shape> b = broadcastShapes(shape, v->shape());
-  return b && *b == shape;
-}
-
 // Matches the pattern with `sub` = Sub(x, mean) at its centre; rewrites it and returns true.
 Expected<bool> rewriteAt(Graph& graph, Node* sub) {
   Value* x = sub->input(0);

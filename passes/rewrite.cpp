@@ -26,4 +26,47 @@ Expected<Value*> transposeBefore(Graph& graph, Node* before, Value* v, std::vect
   return insertBefore(graph, before, OpKind::Transpose, name, {v}, std::move(attrs));
 }
 
+Node* producerIf(Value* v, OpKind op, size_t users) {
+  if (!v || v->isGraphOutput() || v->users().size() != users) return nullptr;
+  Node* p = v->producer();
+  return p && p->op() == op && p->numOutputs() == 1 ? p : nullptr;
+}
+
+std::optional<double> scalarConstant(const Value* v) {
+  if (!v || !v->isConstant() || v->constant().numel() != 1 || !isFloat(v->dtype())) return std::nullopt;
+  return v->constant().getDouble(0);
+}
+
+int trailingMeanAxis(const Node& n) {
+  const Attributes& a = n.attrs();
+  const int rank = n.input(0)->shape().rank();
+  if (a.getInt("keepdims") != 1 || !a.has("axes") || rank == 0) return -1;
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t axis : a.getInts("axes")) {
+    if (axis < -rank || axis >= rank) return -1;
+    reduced[static_cast<size_t>(axis < 0 ? axis + rank : axis)] = true;
+  }
+  int first = rank;
+  while (first > 0 && reduced[static_cast<size_t>(first - 1)]) --first;
+  for (int i = 0; i < first; ++i)
+    if (reduced[static_cast<size_t>(i)]) return -1;
+  return first < rank ? first : -1;
+}
+
+Value* otherInput(const Node& n, const Value* known) {
+  if (n.numInputs() != 2) return nullptr;
+  if (n.input(0) == known && n.input(1) != known) return n.input(1);
+  if (n.input(1) == known && n.input(0) != known) return n.input(0);
+  return nullptr;
+}
+
+Node* soleUser(const Value* v) {
+  return v && !v->isGraphOutput() && v->users().size() == 1 ? v->users()[0].node : nullptr;
+}
+
+bool broadcastsTo(const Value* v, const Shape& shape) {
+  std::optional<Shape> b = broadcastShapes(shape, v->shape());
+  return b && *b == shape;
+}
+
 }  // namespace nnc::passes

@@ -1,7 +1,9 @@
 // Graph edits the rewriting passes share: a node inserted before another and shape-inferred, and the
-// two data-movement nodes they insert most (a constant is reshaped in place, no node).
+// two data-movement nodes they insert most (a constant is reshaped in place, no node); and the
+// small matchers of the pattern-recognising passes (recognize-layer-norm, recognize-rms-norm).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,5 +22,18 @@ Expected<Value*> reshapeBefore(Graph& graph, Node* before, Value* v, std::vector
 // Transpose(v, perm) inserted before `before`.
 Expected<Value*> transposeBefore(Graph& graph, Node* before, Value* v, std::vector<int64_t> perm,
                                  const std::string& name);
+
+// The node producing `v` if it is `op` and `v` has exactly `users` uses and is no graph output.
+Node* producerIf(Value* v, OpKind op, size_t users = 1);
+// The value of a one-element float constant.
+std::optional<double> scalarConstant(const Value* v);
+// The first normalized axis of a ReduceMean over trailing axes with keepdims, or -1.
+int trailingMeanAxis(const Node& n);
+// Of a binary node, the input that is not `known` (nullptr if neither or both are).
+Value* otherInput(const Node& n, const Value* known);
+// The single user of `v`, if `v` has one and is no graph output.
+Node* soleUser(const Value* v);
+// Whether `v` broadcasts to exactly `shape`.
+bool broadcastsTo(const Value* v, const Shape& shape);
 
 }  // namespace nnc::passes

@@ -510,6 +510,31 @@ class GraphGen:
         bound = 1.5 * math.sqrt(max(numel(nshape), 1)) + bias_bound
         return self.add(out, a.dt, a.shape, bound, False, a.lowp or a.dt == F32)
 
+    def op_rmsnorm(self):
+        """RMSNorm as exporters write it (recognised as one RmsNormalization by nnc)."""
+        a = self.pick_dt(FLOATS, lambda v: v.rank >= 1)
+        a = self.tame(a, 8.0)
+        k = self.r.randint(1, a.rank)
+        nshape = a.shape[a.rank - k:]
+        self.use(a)
+        if self.r.random() < 0.5:
+            sq = self.node("Pow", [a.name, self.scalar_const(a.dt, 2.0)])
+        else:
+            sq = self.node("Mul", [a.name, a.name])
+        ms = self.node("ReduceMean", [sq, self.i64(list(range(-k, 0)))], keepdims=1)
+        root = self.node("Sqrt", [self.node("Add", [ms, self.scalar_const(a.dt, self.r.choice([1e-3, 1e-2]))])])
+        if self.r.random() < 0.5:
+            out = self.node("Div", [a.name, root])
+        else:
+            out = self.node("Mul", [a.name, self.node("Reciprocal", [root])])
+        scale = 1.0
+        if self.r.random() < 0.7:
+            w = self.const_val(a.dt, nshape, 0.5, 1.5)
+            out = self.node("Mul", [out, w.name])
+            scale = 1.5
+        bound = scale * math.sqrt(max(numel(nshape), 1))  # |x| / rms(x) <= sqrt(n)
+        return self.add(out, a.dt, a.shape, bound, False, a.lowp or a.dt == F32)
+
     def op_batchnorm(self):
         a = self.pick_dt(FLOATS, lambda v: v.rank >= 2)
         a = self.tame(a, 8.0)
@@ -1034,7 +1059,7 @@ class GraphGen:
 
     FAMILIES = [  # name, weight
         ("binary", 14), ("unary", 14), ("where", 3), ("compare_cast", 1), ("reduce", 6), ("softmax", 2),
-        ("layernorm", 2), ("batchnorm", 1), ("transpose", 3), ("reshape", 3), ("slice", 3), ("pad", 2.5),
+        ("layernorm", 2), ("rmsnorm", 1), ("batchnorm", 1), ("transpose", 3), ("reshape", 3), ("slice", 3), ("pad", 2.5),
         ("concat", 2.5), ("split", 2), ("gather", 2.5), ("expand", 2), ("tile", 1.5), ("flatten", 1),
         ("squeeze", 2), ("matmul", 4), ("gemm", 2), ("conv", 4), ("pool", 2.5), ("cast", 2),
     ]

@@ -481,6 +481,50 @@ void defineLayerNormalization(OpRegistry& r) {
   r.define(std::move(d));
 }
 
+// RmsNormalization (nnc-internal, from passes/recognize_rms_norm.cpp; ONNX's RMSNormalization of
+// opset 23 without stash_type): y = x / sqrt(mean(x^2 over axis..) + epsilon) * scale, one reduction
+// and the scaled row, in one kernel.
+void defineRmsNormalization(OpRegistry& r) {
+  OpDef d;
+  d.kind = OpKind::RmsNormalization;
+  d.internal = true;
+  d.minInputs = d.maxInputs = 2;
+  d.attrs = {ops::attrInt("axis", -1), ops::attrFloat("epsilon", 1e-5)};
+  d.infer = [](InferContext& ctx) -> Status {
+    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
+    NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 1, 0));
+    const Shape& x = ctx.inShape(0);
+    NNC_RETURN_IF_ERROR(ops::checkAxis(ctx, ctx.attrs().getInt("axis"), x.rank()).status());
+    std::optional<Shape> b = broadcastShapes(x, ctx.inShape(1));
+    if (!b || *b != x)
+      return ctx.error("scale shape " + ctx.inShape(1).str() + " does not broadcast to input shape " + x.str());
+    ctx.setOutput(0, ctx.inType(0), x);
+    return Status::ok();
+  };
+  d.lowerAnchor = [](LowerContext& ctx) -> std::vector<AnchorOutput> {
+    KernelBuilder& kb = ctx.kb;
+    const Shape& x = ctx.inShape(0);
+    const int axis = normalizedAxis(ctx.attrs().getInt("axis"), x.rank());
+    const DType ct = computeType(ctx.inType(0));
+    std::vector<bool> flags = fromAxis(x.rank(), axis);
+    std::vector<ExprId> outer = kb.setOuter(extentsWhere(x, flags, false));
+    std::vector<int64_t> extents = extentsWhere(x, flags, true);
+    std::vector<ExprId> rv = kb.reductionVars(extents);
+    const ExprId xr = loadAs(ctx, 0, mergeIndex(flags, outer, rv), ct);
+    const ExprId meanSquare = kb.div(kb.reduce(ReduceOp::Sum, rv, kb.mul(xr, xr)),
+                                     kb.constant(ct, static_cast<double>(saturatingProduct(extents))));
+    const ExprId invRms =
+        kb.div(kb.constant(ct, 1),
+               kb.unary(ExprOp::Sqrt, kb.add(meanSquare, kb.constant(ct, ctx.attrs().getFloat("epsilon")))));
+    std::vector<ExprId> iv = kb.setInner(extents);
+    std::vector<ExprId> index = mergeIndex(flags, outer, iv);
+    const ExprId y =
+        kb.mul(kb.mul(loadAs(ctx, 0, index, ct), invRms), castTo(kb, ct, ops::loadBroadcast(ctx, 1, index)));
+    return {{index, y, true}};
+  };
+  r.define(std::move(d));
+}
+
 void defineInstanceNormalization(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::InstanceNormalization;
@@ -872,6 +916,7 @@ void defineReductionOps(OpRegistry& r) {
   defineRowOp(r, OpKind::Hardmax, RowKind::Hardmax);
   defineRowOp(r, OpKind::LpNormalization, RowKind::LpNorm);
   defineLayerNormalization(r);
+  defineRmsNormalization(r);
   defineInstanceNormalization(r);
   defineMeanVarianceNormalization(r);
   defineLRN(r);

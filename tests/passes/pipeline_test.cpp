@@ -155,9 +155,9 @@ TEST(Pipeline, TimePassesWritesOneLinePerPassRun) {
     names.push_back(m[1].str() + (m[2].matched ? "*" : ""));
   }
   // Without CSE the two outputs stay distinct, so materialize-outputs has nothing to do.
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"channels-last", "conv-to-gemm", "explicit-padding", "simplify*",
-                                      "recognize-layer-norm", "fold-constants*", "dce*", "materialize-outputs"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"channels-last", "conv-to-gemm", "explicit-padding", "simplify*",
+                                             "recognize-layer-norm", "recognize-rms-norm", "fold-constants*", "dce*",
+                                             "materialize-outputs"}));
 }
 
 TEST(Pipeline, TargetPassesRunOnlyWhenTheTargetListsThem) {
@@ -183,8 +183,8 @@ TEST(Pipeline, ListPassesMatchesTheTableOrder) {
     EXPECT_FALSE(p.description.empty()) << p.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"channels-last@target", "conv-to-gemm@target", "explicit-padding@target",
-                                             "simplify", "recognize-layer-norm", "fold-constants", "cse", "dce",
-                                             "materialize-outputs"}));
+                                             "simplify", "recognize-layer-norm", "recognize-rms-norm", "fold-constants",
+                                             "cse", "dce", "materialize-outputs"}));
 }
 
 TEST(Pipeline, VerifierCatchesAnInvalidInputGraph) {
