@@ -241,18 +241,31 @@ class ValidGen {
     int64_t axis = c_.range(-rank, rank - 1);
     Attributes a;
     a.set("axis", axis);
-    int choice = static_cast<int>(c_.range(0, 2));
+    int choice = static_cast<int>(c_.range(0, 3));
+    const int first = static_cast<int>(axis < 0 ? axis + rank : axis);
+    const Shape norm(std::vector<int64_t>(x->shape().dims().begin() + first, x->shape().dims().end()));
     if (choice == 0) {
       op(OpKind::Softmax, {x}, a);
     } else if (choice == 1) {
       op(OpKind::LogSoftmax, {x}, a);
-    } else {
-      int first = static_cast<int>(axis < 0 ? axis + rank : axis);
-      Shape norm(std::vector<int64_t>(x->shape().dims().begin() + first, x->shape().dims().end()));
+    } else if (choice == 2) {
       a.set("epsilon", 1e-5);
       std::vector<Value*> ins = {x, newConst(x->dtype(), norm)};
       if (c_.percent(70)) ins.push_back(newConst(x->dtype(), norm));
       op(OpKind::LayerNormalization, ins, a);
+    } else {
+      // RMSNorm as exporters write it (recognize-rms-norm makes it one RmsNormalization).
+      Value* sq =
+          c_.percent(50) ? op(OpKind::Pow, {x, b_.constant(Tensor::scalar(x->dtype(), 2.0))}) : op(OpKind::Mul, {x, x});
+      std::vector<int64_t> axes;
+      for (int d = first; d < rank; ++d) axes.push_back(d);
+      Attributes ra;
+      ra.set("axes", axes);
+      ra.set("keepdims", int64_t{1});
+      Value* ms = op(OpKind::ReduceMean, {sq}, ra);
+      Value* root = op(OpKind::Sqrt, {op(OpKind::Add, {ms, b_.constant(Tensor::scalar(x->dtype(), 1e-3))})});
+      Value* n = c_.percent(50) ? op(OpKind::Div, {x, root}) : op(OpKind::Mul, {x, op(OpKind::Reciprocal, {root})});
+      if (c_.percent(70)) op(OpKind::Mul, {n, newConst(x->dtype(), norm)});
     }
   }
   void transposeOrReshape(Value* x) {
