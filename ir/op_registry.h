@@ -155,6 +155,10 @@ struct OpDef {
   // A window that reads a Pad of its input in place at affine indices (Conv, Im2Col: the Pads the
   // explicit-padding pass makes): such a Pad stays materialised instead of being inlined.
   bool keepsPadInput = false;
+  // About how many vector instructions one output element of an elementwise op costs (a
+  // transcendental ~20, a division or square root ~4, other arithmetic 1): the fusion policy's
+  // estimate of the work an inlined producer repeats when its result is broadcast.
+  int elementCost = 1;
 };
 
 class OpRegistry {

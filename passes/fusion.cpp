@@ -22,6 +22,7 @@
 #include <array>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -178,8 +179,46 @@ class Partitioner {
     }
     if (anchor >= 0 && opDef(nodes_[anchor]->op()).rereadsInputs && !onlyDataMovement_[pg])
       return FusionDecision::no("arithmetic would be recomputed per reuse in " + nodes_[anchor]->name());
+    if (FusionDecision d = recomputeCost(pg, consumer, in); !d.ok) return d;
     return FusionDecision::yes();
   }
+
+  // The cost model of a prologue: an inlined producer is evaluated wherever the consumer reads it,
+  // so a producer broadcast into a larger consumer (an activation of a bias row added to every
+  // row) repeats its arithmetic per reuse. Refused when the repeated work exceeds what inlining
+  // saves: writing and reading the producer's result once, and one kernel. A broadcast along the
+  // innermost axis only is not counted: the value is invariant in the innermost loop, which LLVM
+  // hoists it out of. Units: vector-lane operations (OpDef::elementCost), two per byte moved.
+  FusionDecision recomputeCost(int pg, const Node* consumer, const Value* in) {
+    if (onlyDataMovement_[pg] || opFusionClass(consumer->op()) != FusionClass::Elementwise)
+      return FusionDecision::yes();
+    const Shape& out = consumer->output(0)->shape();
+    const Shape& s = in->shape();
+    const std::optional<int64_t> outPoints = out.checkedNumel(), inPoints = s.checkedNumel();
+    if (!outPoints || !inPoints || *inPoints == 0 || *outPoints <= *inPoints || out.rank() == 0)
+      return FusionDecision::yes();
+    double evaluations = static_cast<double>(*outPoints);
+    if ((s.rank() == 0 || s[s.rank() - 1] == 1) && out[out.rank() - 1] > 1)
+      evaluations /= static_cast<double>(out[out.rank() - 1]);
+    const double repeats = evaluations / static_cast<double>(*inPoints);
+    if (repeats <= 1) return FusionDecision::yes();
+    double perElement = 0;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (find(static_cast<int>(i)) == pg && opFusionClass(nodes_[i]->op()) == FusionClass::Elementwise)
+        perElement += opDef(nodes_[i]->op()).elementCost;
+    const double extra = (repeats - 1) * static_cast<double>(*inPoints) * perElement;
+    const double saved =
+        2.0 * 2.0 * static_cast<double>(*inPoints) * static_cast<double>(dtypeSize(in->dtype())) + kKernelCost;
+    if (extra <= saved) return FusionDecision::yes();
+    std::ostringstream why;
+    why << "recomputed " << static_cast<int64_t>(repeats + 0.5) << "x per element of '" << in->name() << "' ("
+        << static_cast<int64_t>(extra) << " more operations than the " << static_cast<int64_t>(saved)
+        << " its own kernel costs)";
+    return FusionDecision::no(why.str());
+  }
+  // One kernel's fixed cost (a plan step: dispatch, loop set-up, its thread-pool handoff), about a
+  // microsecond, in vector-lane operations.
+  static constexpr double kKernelCost = 100000;
 
   void tryPrologues(Node* n) {
     for (Value* in : n->inputs()) {

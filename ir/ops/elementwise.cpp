@@ -153,10 +153,47 @@ std::function<std::vector<ElementGen>(LowerContext&)> lowerPointwise(Body body) 
   };
 }
 
+// OpDef::elementCost of the elementwise ops: those whose formula holds a transcendental (libm or
+// the inline exp: 15-30 vector instructions), a division or a square root; the rest cost 1.
+int elementCost(OpKind kind) {
+  switch (kind) {
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Tanh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Erf:
+    case OpKind::Pow:
+    case OpKind::Elu:
+    case OpKind::Selu:
+    case OpKind::Sigmoid:
+    case OpKind::Softplus:
+    case OpKind::Mish:
+    case OpKind::Gelu:
+    case OpKind::Celu: return 20;
+    case OpKind::Sqrt:
+    case OpKind::Reciprocal:
+    case OpKind::Div:
+    case OpKind::Mod:
+    case OpKind::Softsign: return 4;
+    default: return 1;
+  }
+}
+
 void define(OpRegistry& r, OpKind kind, int minInputs, int maxInputs, std::vector<AttrSpec> attrs,
             std::function<Status(InferContext&)> infer, Body body) {
   OpDef def;
   def.kind = kind;
+  def.elementCost = elementCost(kind);
   def.minInputs = minInputs;
   def.maxInputs = maxInputs;
   def.attrs = std::move(attrs);

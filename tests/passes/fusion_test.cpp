@@ -135,6 +135,32 @@ TEST(Fusion, CutsListEveryCrossingValueWithWhy) {
   EXPECT_TRUE(fusionCuts(groups, refusals, true).empty());
 }
 
+// The cost model of a prologue: a transcendental on a row broadcast over 4096 rows would run 4096
+// times per element inlined (once per row) — refused with the numbers, a kernel of its own instead.
+// The same producer read once per element, broadcast only along the innermost axis (hoisted out of
+// the row loop), or cheap and over a small consumer is inlined as before.
+TEST(Fusion, ABroadcastProducerIsNotInlinedWhenRecomputingCostsMore) {
+  auto graph = [](const std::string& x, const std::string& op, const std::string& y) {
+    return "graph(%x: f32[" + x + "], %y: f32[" + y + "]) -> (%z: f32[" + y + "]) {\n  %e = " + op + "(%x) : f32[" + x +
+           "]\n  %z = Add(%e, %y) : f32[" + y + "]\n}\n";
+  };
+  std::vector<FusionRefusal> refusals;
+  FusionOptions o;
+  o.refusals = &refusals;
+  auto refused = parse(graph("1x768", "Erf", "4096x768"));
+  std::vector<KernelGroup> groups = partitionIntoKernels(*refused, o);
+  ASSERT_EQ(groups.size(), 2u);
+  std::vector<FusionCut> cuts = fusionCuts(groups, refusals, true);
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].reason,
+            "not inlining e: recomputed 4096x per element of 'e' (62899200 more operations than the 112288 its own "
+            "kernel costs)");
+  EXPECT_EQ(partition(graph("4096x768", "Erf", "4096x768")), "e z") << "read once per element";
+  EXPECT_EQ(partition(graph("4096x1", "Erf", "4096x768")), "e z") << "broadcast along the innermost axis only";
+  EXPECT_EQ(partition(graph("1x64", "Neg", "8x64")), "e z") << "cheap, and a small consumer";
+  EXPECT_EQ(partition(graph("1x768", "Neg", "4096x768")), "e | z") << "cheap, but over 4096 rows";
+}
+
 TEST(Fusion, ArithmeticIsNotInlinedIntoAConv) {
   std::ostringstream log;
   FusionOptions o;
