@@ -22,6 +22,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include <array>
 #include <functional>
 #include <limits>
 #include <map>
@@ -729,8 +730,8 @@ class KernelLowering {
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows) {
       const MicrokernelShape shape =
-          aInPlace ? MicrokernelShape{c.lanes, rows, c.nr, c.aRowStride, c.aColStride, false, transposedTile}
-                   : MicrokernelShape{c.lanes, rows, c.nr, 1, c.mr, false, transposedTile};
+          aInPlace ? MicrokernelShape{c.lanes, rows, c.nr, c.aRowStride, c.aColStride, false, 0, transposedTile}
+                   : MicrokernelShape{c.lanes, rows, c.nr, 1, c.mr, false, 0, transposedTile};
       micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), shape, opts_.cpu, opts_.features));
     }
     if (c.aRowIndex != kir::kNoExpr) {
@@ -742,14 +743,29 @@ class KernelLowering {
       separable_.rowOffset = table(c.mc, "arows");
       separable_.colOffset = table(std::min(c.kc, c.k), "acols");
       separable_.tileStep = table(c.mc / c.mr, "asteps");
+      separable_.tileSplit = table(c.mc / c.mr, "asplits");
+      // Only the splits some tile has get a microkernel (each costs compile time): a 56-wide image
+      // has none (14-pixel tiles follow its rows), a 55-wide one all 13.
+      const std::array<uint64_t, 2> splits = tileSplits(c);
+      separable_.splitMask = splits;
       for (int64_t step : {1, 2}) {
-        MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true, transposedTile};
-        separable_.inPlace[step - 1] =
-            emitMicrokernel(m_, k_.name + ".micro.inplace" + std::to_string(step), shape, opts_.cpu, opts_.features);
+        MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true, 0, transposedTile};
+        const std::string name = k_.name + ".micro.inplace" + std::to_string(step);
+        separable_.inPlace[step - 1] = emitMicrokernel(m_, name, shape, opts_.cpu, opts_.features);
+        separable_.split[step - 1].assign(static_cast<size_t>(c.mr - 1), nullptr);
+        for (int64_t row = 1; row < c.mr; ++row) {
+          if (!(splits[step - 1] >> row & 1)) continue;
+          shape.splitRow = row;
+          llvm::Function* f =
+              emitMicrokernel(m_, name + ".split" + std::to_string(row), shape, opts_.cpu, opts_.features);
+          f->addFnAttr(llvm::Attribute::NoInline);  // one call per crossing tile, not one copy per call site
+          separable_.split[step - 1][static_cast<size_t>(row - 1)] = f;
+        }
       }
     }
 
     Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
+    Value* noSecond = i64(0);
     const int64_t kBlocks = (c.k + c.kc - 1) / c.kc;
     // Which (batch, row block) the packed A holds (batch * m + m0); -1: none yet.
     llvm::AllocaInst* packedKey = entryAlloca(b_.getInt64Ty(), "apack.key");
@@ -854,24 +870,37 @@ class KernelLowering {
                                                                      b_.CreateMul(kc0, i64(c.aColStride))))
                                  : b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
                   if (c.transposed) prefetchTransposedTile(store, i0, j0, rows, cols);
-                  std::vector<Value*> args = {aTile, bPanel, ldb,      kLen, src, ldSrc, b_.CreateNot(first),
-                                              dst,   ldDst,  noColumns};
+                  std::vector<Value*> args = {aTile, bPanel, ldb,       kLen,    src, ldSrc, b_.CreateNot(first),
+                                              dst,   ldDst,  noColumns, noSecond};
                   if (c.aRowIndex == kir::kNoExpr) {
                     callMicrokernel(micro, rows, args);
                   } else {
-                    // A tile whose rows are 1 or 2 elements apart is read in place.
+                    // A tile whose rows are 1 or 2 elements apart is read in place, in one run or
+                    // two (it crosses an output row: split at the row the second run starts).
                     Value* step = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.tileStep, t));
-                    Value* inPlace = b_.CreateInBoundsGEP(
-                        f32, aBatch,
-                        b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.rowOffset, b_.CreateMul(t, i64(c.mr)))));
+                    Value* split = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.tileSplit, t));
+                    Value* firstRow = b_.CreateMul(t, i64(c.mr));
+                    Value* firstOffset = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.rowOffset, firstRow));
                     std::vector<Value*> direct = args;
-                    direct[0] = inPlace;
+                    direct[0] = b_.CreateInBoundsGEP(f32, aBatch, firstOffset);
                     direct[9] = tableAt(separable_.colOffset, i64(0));
+                    auto inPlace = [&](int64_t s) {
+                      emitIfElse(
+                          b_.CreateICmpEQ(split, i64(0)), [&] { b_.CreateCall(separable_.inPlace[s - 1], direct); },
+                          [&] {
+                            std::vector<Value*> two = direct;
+                            two[10] = b_.CreateSub(
+                                b_.CreateLoad(b_.getInt64Ty(),
+                                              tableAt(separable_.rowOffset, b_.CreateAdd(firstRow, split))),
+                                firstOffset);
+                            callBySplit(separable_.split[s - 1], split, two);
+                          });
+                    };
                     emitIfElse(
-                        b_.CreateICmpEQ(step, i64(1)), [&] { b_.CreateCall(separable_.inPlace[0], direct); },
+                        b_.CreateICmpEQ(step, i64(1)), [&] { inPlace(1); },
                         [&] {
                           emitIfElse(
-                              b_.CreateICmpEQ(step, i64(2)), [&] { b_.CreateCall(separable_.inPlace[1], direct); },
+                              b_.CreateICmpEQ(step, i64(2)), [&] { inPlace(2); },
                               [&] { callMicrokernel(micro, rows, args); });
                         });
                   }
@@ -1038,7 +1067,11 @@ class KernelLowering {
         },
         "acols.p");
     Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
-    llvm::AllocaInst* even = entryAlloca(b_.getInt1Ty(), "even");
+    // Per whole tile: the step s (1 or 2) its rows advance by, from the first or the last pair, and
+    // the rows where they do not: none (one run), one (two runs, the second from that row), or more
+    // (packed). The step is 0 for a packed tile.
+    llvm::AllocaInst* breaks = entryAlloca(i64Ty, "breaks");
+    llvm::AllocaInst* splitAt = entryAlloca(i64Ty, "split");
     emitLoop(
         i64(0), tiles,
         [&](Value* t) {
@@ -1047,22 +1080,37 @@ class KernelLowering {
           auto rowOffset = [&](Value* r) {
             return b_.CreateLoad(i64Ty, tableAt(separable_.rowOffset, b_.CreateAdd(r0, r)));
           };
-          Value* step = b_.CreateSub(rowOffset(i64(1 % c.mr)), rowOffset(i64(0)));
-          b_.CreateStore(b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)),
-                                      b_.CreateOr(b_.CreateICmpEQ(step, i64(1)), b_.CreateICmpEQ(step, i64(2)))),
-                         even);
-          emitIf(b_.CreateLoad(b_.getInt1Ty(), even), [&] {
+          auto stepOk = [&](Value* s) { return b_.CreateOr(b_.CreateICmpEQ(s, i64(1)), b_.CreateICmpEQ(s, i64(2))); };
+          Value* head = b_.CreateSub(rowOffset(i64(1 % c.mr)), rowOffset(i64(0)));
+          Value* tail = b_.CreateSub(rowOffset(i64(std::max<int64_t>(c.mr - 1, 0))),
+                                     rowOffset(i64(std::max<int64_t>(c.mr - 2, 0))));
+          Value* step = b_.CreateSelect(stepOk(head), head, tail);
+          Value* whole = b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)), stepOk(step));
+          b_.CreateStore(i64(0), breaks);
+          b_.CreateStore(i64(0), splitAt);
+          emitIf(whole, [&] {
             emitLoop(
                 i64(1), i64(c.mr),
                 [&](Value* r) {
-                  Value* ok = b_.CreateICmpEQ(rowOffset(r), b_.CreateAdd(rowOffset(b_.CreateSub(r, i64(1))), step));
-                  b_.CreateStore(b_.CreateAnd(b_.CreateLoad(b_.getInt1Ty(), even), ok), even);
+                  Value* off = b_.CreateICmpNE(rowOffset(r), b_.CreateAdd(rowOffset(b_.CreateSub(r, i64(1))), step));
+                  b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i64Ty, breaks), b_.CreateZExt(off, i64Ty)), breaks);
+                  b_.CreateStore(b_.CreateSelect(off, r, b_.CreateLoad(i64Ty, splitAt)), splitAt);
                 },
                 "arows.step");
           });
-          Value* isEven = b_.CreateLoad(b_.getInt1Ty(), even);
-          b_.CreateStore(b_.CreateSelect(isEven, step, i64(0)), tableAt(separable_.tileStep, t));
-          emitIf(b_.CreateNot(isEven), [&] {
+          // Two runs only where that split has its microkernel (tileSplits found it at compile time).
+          Value* mask =
+              b_.CreateSelect(b_.CreateICmpEQ(step, i64(1)), i64(static_cast<int64_t>(separable_.splitMask[0])),
+                              i64(static_cast<int64_t>(separable_.splitMask[1])));
+          Value* hasSplit =
+              b_.CreateICmpNE(b_.CreateAnd(b_.CreateLShr(mask, b_.CreateLoad(i64Ty, splitAt)), i64(1)), i64(0));
+          Value* nBreaks = b_.CreateLoad(i64Ty, breaks);
+          Value* inPlace = b_.CreateAnd(whole, b_.CreateOr(b_.CreateICmpEQ(nBreaks, i64(0)),
+                                                           b_.CreateAnd(b_.CreateICmpEQ(nBreaks, i64(1)), hasSplit)));
+          b_.CreateStore(b_.CreateSelect(inPlace, step, i64(0)), tableAt(separable_.tileStep, t));
+          b_.CreateStore(b_.CreateSelect(inPlace, b_.CreateLoad(i64Ty, splitAt), i64(0)),
+                         tableAt(separable_.tileSplit, t));
+          emitIf(b_.CreateNot(inPlace), [&] {
             Value* tileBase = b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr));
             emitLoop(
                 i64(0), kLen,
@@ -1189,6 +1237,75 @@ class KernelLowering {
   }
 
   // switch (rows) { case r: micro[r - 1](args...); }
+  // Per step (1, 2): bit r set where a whole row tile of a separable A is two runs of that step, the
+  // second from row r — the same test packSeparableA makes at run time, made here on R's constant
+  // values (tiles start at multiples of mr). Zero when R is not a constant function of the row.
+  std::array<uint64_t, 2> tileSplits(const kir::Contraction& c) {
+    std::array<uint64_t, 2> masks = {0, 0};
+    if (c.mr < 3 || c.mr > 63 || c.m > (1 << 22)) return masks;
+    std::vector<int64_t> rowOffset(static_cast<size_t>(c.m));
+    const ExprId row = rowVar(c);
+    for (int64_t i = 0; i < c.m; ++i) {
+      std::optional<int64_t> r = constantIndex(c.aRowIndex, row, i);
+      if (!r) return masks;
+      rowOffset[static_cast<size_t>(i)] = *r;
+    }
+    for (int64_t start = 0; start + c.mr <= c.m; start += c.mr) {
+      auto R = [&](int64_t r) { return rowOffset[static_cast<size_t>(start + r)]; };
+      const int64_t head = R(1) - R(0), tail = R(c.mr - 1) - R(c.mr - 2);
+      const int64_t step = head == 1 || head == 2 ? head : tail;
+      if (step != 1 && step != 2) continue;
+      int64_t breaks = 0, at = 0;
+      for (int64_t r = 1; r < c.mr; ++r)
+        if (R(r) != R(r - 1) + step) ++breaks, at = r;
+      if (breaks == 1) masks[static_cast<size_t>(step - 1)] |= uint64_t{1} << at;
+    }
+    return masks;
+  }
+
+  // The value of i64 expression `e` with `var` = `value` (constants, + - *, floor div/mod, min,
+  // max); nullopt where it reads anything else.
+  std::optional<int64_t> constantIndex(ExprId e, ExprId var, int64_t value) {
+    const kir::ExprNode& n = k_.expr(e);
+    if (n.op == ExprOp::Var) return e == var ? std::optional<int64_t>(value) : std::nullopt;
+    if (n.op == ExprOp::Const) return n.dtype == DType::I64 ? std::optional<int64_t>(n.ival) : std::nullopt;
+    if (n.a == kir::kNoExpr || n.b == kir::kNoExpr) return std::nullopt;
+    const std::optional<int64_t> a = constantIndex(n.a, var, value), b = constantIndex(n.b, var, value);
+    if (!a || !b) return std::nullopt;
+    switch (n.op) {
+      case ExprOp::Add: return *a + *b;
+      case ExprOp::Sub: return *a - *b;
+      case ExprOp::Mul: return *a * *b;
+      case ExprOp::Min: return std::min(*a, *b);
+      case ExprOp::Max: return std::max(*a, *b);
+      case ExprOp::FloorDiv:
+        if (*b == 0) return std::nullopt;
+        return *a / *b - ((*a % *b != 0) && ((*a < 0) != (*b < 0)));
+      case ExprOp::FloorMod: {
+        if (*b == 0) return std::nullopt;
+        const int64_t m = *a % *b;
+        return m != 0 && ((m < 0) != (*b < 0)) ? m + *b : m;
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  // fns[split - 1](args), split in 1..fns.size() and fns[split - 1] made.
+  void callBySplit(const std::vector<llvm::Function*>& fns, Value* split, const std::vector<Value*>& args) {
+    llvm::LLVMContext& ctx = m_.getContext();
+    auto* done = llvm::BasicBlock::Create(ctx, "split.done", fn_);
+    llvm::SwitchInst* sw = b_.CreateSwitch(split, done, static_cast<unsigned>(fns.size()));
+    for (size_t r = 0; r < fns.size(); ++r) {
+      if (!fns[r]) continue;  // a split no tile has (packSeparableA packs such a tile instead)
+      auto* bb = llvm::BasicBlock::Create(ctx, "split" + std::to_string(r + 1), fn_);
+      sw->addCase(b_.getInt64(static_cast<int64_t>(r + 1)), bb);
+      b_.SetInsertPoint(bb);
+      b_.CreateCall(fns[r], args);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+  }
+
   void callMicrokernel(const std::vector<llvm::Function*>& micro, Value* rows, std::vector<Value*> args) {
     llvm::LLVMContext& ctx = m_.getContext();
     auto* done = llvm::BasicBlock::Create(ctx, "micro.done", fn_);
@@ -1477,7 +1594,9 @@ class KernelLowering {
   std::vector<std::unordered_map<ExprId, Value*>> scopes_;
   std::vector<Value*> reduced_;
   struct SeparableA {  // emitContraction's tables and microkernels for a separable A
-    llvm::AllocaInst *rowOffset = nullptr, *colOffset = nullptr, *tileStep = nullptr;
+    llvm::AllocaInst *rowOffset = nullptr, *colOffset = nullptr, *tileStep = nullptr, *tileSplit = nullptr;
+    std::vector<llvm::Function*> split[2];            // per step: the tiles whose second run starts at row 1..mr-1
+    std::array<uint64_t, 2> splitMask = {0, 0};       // per step: the splits that have a microkernel
     llvm::Function* inPlace[2] = {nullptr, nullptr};  // rows 1 and 2 elements apart
   } separable_;
   // Strided windows (emitStridedWindows): per piece, what dependsOnInner and vectorizable found.

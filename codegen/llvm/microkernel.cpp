@@ -19,8 +19,8 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Type* i64 = b.getInt64Ty();
   llvm::Type* fp = f32->getPointerTo();
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(s.lanes));
-  auto* fty = llvm::FunctionType::get(b.getVoidTy(),
-                                      {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64, i64->getPointerTo()}, false);
+  auto* fty = llvm::FunctionType::get(
+      b.getVoidTy(), {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64, i64->getPointerTo(), i64}, false);
   auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
   fn->setDoesNotThrow();
   if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
@@ -36,6 +36,7 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Value* dst = fn->getArg(7);
   llvm::Value* ldDst = fn->getArg(8);
   llvm::Value* aColumns = fn->getArg(9);
+  llvm::Value* aSecond = fn->getArg(10);
 
   const int64_t vectors = s.nr / s.lanes;
   const llvm::Align scalarAlign(4);
@@ -87,9 +88,13 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
       s.indirectA
           ? b.CreateInBoundsGEP(f32, a, b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, p), llvm::Align(8)))
           : b.CreateInBoundsGEP(f32, a, b.CreateMul(p, b.getInt64(s.aColStride)));
+  llvm::Value* aColSecond = s.splitRow > 0 ? b.CreateInBoundsGEP(f32, aCol, aSecond) : nullptr;
   std::vector<llvm::Value*> next(acc.size());
   for (int64_t i = 0; i < s.rows; ++i) {
-    llvm::Value* ai = b.CreateAlignedLoad(f32, b.CreateConstInBoundsGEP1_64(f32, aCol, i * s.aRowStride), scalarAlign);
+    llvm::Value* at = s.splitRow > 0 && i >= s.splitRow
+                          ? b.CreateConstInBoundsGEP1_64(f32, aColSecond, (i - s.splitRow) * s.aRowStride)
+                          : b.CreateConstInBoundsGEP1_64(f32, aCol, i * s.aRowStride);
+    llvm::Value* ai = b.CreateAlignedLoad(f32, at, scalarAlign);
     llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(s.lanes), ai);
     for (int64_t v = 0; v < vectors; ++v) {
       const size_t t = static_cast<size_t>(i * vectors + v);

@@ -17,6 +17,9 @@ struct MicrokernelShape {
   // A's columns through a table: column p starts at a + aColumns[p] (aColStride unused). A conv's
   // pixels read in place from its input: the table holds each (channel, tap)'s offset.
   bool indirectA = false;
+  // With indirectA, rows from splitRow on (1..rows-1; 0: none) continue at a + aSecond instead of a's
+  // step: a conv's tile of pixels that crosses an output row, two runs read in place, not packed.
+  int64_t splitRow = 0;
   // Store the tile transposed: column j (rows 0..lanes-1, rows past `rows` zero) at dst + j * ldDst,
   // one vector each, transposed in registers (needs rows <= lanes). A transposed GEMM's tile is thus
   // laid out like its output, whose contiguous axis is the tile's rows. Never accumulates.
@@ -26,11 +29,12 @@ struct MicrokernelShape {
 // Emits an internal function
 //   void <name>(const float* a, const float* b, int64_t ldb, int64_t kLen,
 //               const float* src, int64_t ldSrc, i1 accumulate, float* dst, int64_t ldDst,
-//               const int64_t* aColumns)
+//               const int64_t* aColumns, int64_t aSecond)
 // computing, for i < rows and j < nr,
 //   dst[i * ldDst + j] = (accumulate ? src[i * ldSrc + j] : 0)
 //                        + sum_{p < kLen} a[i * aRowStride + p * aColStride] * b[p * ldb + j]
-// (a[aColumns[p] + i * aRowStride] with indirectA; aColumns is unused otherwise)
+// (a[aColumns[p] + i * aRowStride] with indirectA, and a[aColumns[p] + aSecond + (i - splitRow) *
+// aRowStride] for rows i >= splitRow > 0; aColumns and aSecond are unused otherwise)
 // with the rows x nr accumulators in vector registers (one FMA per lane, rounded once). kLen >= 1.
 // b's rows, and src's and dst's, must be readable/writable as whole vectors (nr floats each): the
 // caller passes the output itself for whole tiles, a scratch tile at the edges. src may be dst.

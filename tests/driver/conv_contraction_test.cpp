@@ -1,8 +1,9 @@
 // Convolutions through the packed GEMM (passes/conv_to_gemm, ir/lower_contraction.h) against a
 // float64 direct convolution computed here. At -O2 a conv's Im2Col is read in place: the GEMM is
-// transposed (pixels x channels) and packs its A tiles through separable row/column offset tables —
-// one contiguous copy per tile where its pixels are consecutive input elements, element by element
-// where a tile crosses an output row or the stride is not 1. The cases cover both, edge tiles and
+// transposed (pixels x channels) and reads its A tiles in place through separable row/column offset
+// tables — one run of pixels 1 or 2 input elements apart, or two where a tile crosses one output row
+// (a microkernel per split row that occurs) — and packs the rest element by element (a tile that
+// crosses two rows, a partial tile). The cases cover all of them, edge tiles and
 // panels, batches, dilation, asymmetric padding, run-time weights, a K too long for the transposed
 // form (the patches are then materialised and the GEMM is not transposed), and 1x1 convs on either
 // side of the channel count where weights x activations turns transposed.
