@@ -65,28 +65,9 @@ Expected<bool> rewriteAt(Graph& graph, Node* sub) {
   }
   // Optional scale and shift, each broadcasting to x.
   Node* last = divide;
-  Value* gamma = nullptr;
-  Value* beta = nullptr;
-  if (Node* mul = soleUser(last->output(0)); mul && mul->op() == OpKind::Mul) {
-    Value* g = otherInput(*mul, last->output(0));
-    if (g && g->dtype() == x->dtype() && broadcastsTo(g, x->shape()) && mul->output(0)->shape() == x->shape()) {
-      gamma = g;
-      last = mul;
-    }
-  }
-  if (Node* add = soleUser(last->output(0)); add && add->op() == OpKind::Add) {
-    Value* b = otherInput(*add, last->output(0));
-    if (b && b->dtype() == x->dtype() && broadcastsTo(b, x->shape()) && add->output(0)->shape() == x->shape()) {
-      beta = b;
-      last = add;
-    }
-  }
-  if (!gamma) {
-    const std::vector<int64_t> dims(x->shape().dims().begin() + axis, x->shape().dims().end());
-    Tensor ones(x->dtype(), Shape(dims));
-    for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
-    gamma = graph.addConstant(graph.uniqueName(last->name() + "_scale"), ones);
-  }
+  Value* gamma = trailingOperand(&last, OpKind::Mul, x);
+  Value* beta = trailingOperand(&last, OpKind::Add, x);
+  if (!gamma) gamma = onesFrom(graph, x, axis, last->name() + "_scale");
   Attributes attrs;
   attrs.set("axis", int64_t{axis});
   attrs.set("epsilon", *eps);

@@ -48,20 +48,8 @@ Expected<bool> rewriteAt(Graph& graph, Node* mean) {
   if (!sqrt || sqrt->op() != OpKind::Sqrt) return false;
   Node* last = divisionOf(x, sqrt);
   if (!last || last->output(0)->shape() != x->shape()) return false;
-  Value* weight = nullptr;
-  if (Node* mul = soleUser(last->output(0)); mul && mul->op() == OpKind::Mul) {
-    Value* w = otherInput(*mul, last->output(0));
-    if (w && w->dtype() == x->dtype() && broadcastsTo(w, x->shape()) && mul->output(0)->shape() == x->shape()) {
-      weight = w;
-      last = mul;
-    }
-  }
-  if (!weight) {
-    const std::vector<int64_t> dims(x->shape().dims().begin() + axis, x->shape().dims().end());
-    Tensor ones(x->dtype(), Shape(dims));
-    for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
-    weight = graph.addConstant(graph.uniqueName(last->name() + "_scale"), ones);
-  }
+  Value* weight = trailingOperand(&last, OpKind::Mul, x);
+  if (!weight) weight = onesFrom(graph, x, axis, last->name() + "_scale");
   Attributes attrs;
   attrs.set("axis", int64_t{axis});
   attrs.set("epsilon", *eps);

@@ -69,4 +69,21 @@ bool broadcastsTo(const Value* v, const Shape& shape) {
   return b && *b == shape;
 }
 
+Value* trailingOperand(Node** last, OpKind op, const Value* x) {
+  Node* user = soleUser((*last)->output(0));
+  if (!user || user->op() != op) return nullptr;
+  Value* v = otherInput(*user, (*last)->output(0));
+  if (!v || v->dtype() != x->dtype() || !broadcastsTo(v, x->shape()) || user->output(0)->shape() != x->shape())
+    return nullptr;
+  *last = user;
+  return v;
+}
+
+Value* onesFrom(Graph& graph, const Value* x, int axis, const std::string& name) {
+  const std::vector<int64_t> dims(x->shape().dims().begin() + axis, x->shape().dims().end());
+  Tensor ones(x->dtype(), Shape(dims));
+  for (int64_t i = 0; i < ones.numel(); ++i) ones.setDouble(i, 1.0);
+  return graph.addConstant(graph.uniqueName(name), ones);
+}
+
 }  // namespace nnc::passes

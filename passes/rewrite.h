@@ -35,5 +35,11 @@ Value* otherInput(const Node& n, const Value* known);
 Node* soleUser(const Value* v);
 // Whether `v` broadcasts to exactly `shape`.
 bool broadcastsTo(const Value* v, const Shape& shape);
+// The other operand of `*last`'s sole user when that user is `op` (Mul: a scale, Add: a shift) and
+// the operand has x's dtype and broadcasts to x's shape, as the result does; *last then becomes the
+// user. nullptr (and *last unchanged) otherwise.
+Value* trailingOperand(Node** last, OpKind op, const Value* x);
+// A constant of ones over x's dims from `axis` on (a normalisation's scale when the graph has none).
+Value* onesFrom(Graph& graph, const Value* x, int axis, const std::string& name);
 
 }  // namespace nnc::passes

@@ -873,7 +873,7 @@ class KernelLowering {
                   std::vector<Value*> args = {aTile, bPanel, ldb,       kLen,    src, ldSrc, b_.CreateNot(first),
                                               dst,   ldDst,  noColumns, noSecond};
                   if (c.aRowIndex == kir::kNoExpr) {
-                    callMicrokernel(micro, rows, args);
+                    callByIndex(micro, rows, args);
                   } else {
                     // A tile whose rows are 1 or 2 elements apart is read in place, in one run or
                     // two (it crosses an output row: split at the row the second run starts).
@@ -893,7 +893,7 @@ class KernelLowering {
                                 b_.CreateLoad(b_.getInt64Ty(),
                                               tableAt(separable_.rowOffset, b_.CreateAdd(firstRow, split))),
                                 firstOffset);
-                            callBySplit(separable_.split[s - 1], split, two);
+                            callByIndex(separable_.split[s - 1], split, two);  // (a split no tile has: packed)
                           });
                     };
                     emitIfElse(
@@ -901,7 +901,7 @@ class KernelLowering {
                         [&] {
                           emitIfElse(
                               b_.CreateICmpEQ(step, i64(2)), [&] { inPlace(2); },
-                              [&] { callMicrokernel(micro, rows, args); });
+                              [&] { callByIndex(micro, rows, args); });
                         });
                   }
                   // The kernel's store at each point of the tile, along the output's
@@ -1290,31 +1290,18 @@ class KernelLowering {
     }
   }
 
-  // fns[split - 1](args), split in 1..fns.size() and fns[split - 1] made.
-  void callBySplit(const std::vector<llvm::Function*>& fns, Value* split, const std::vector<Value*>& args) {
-    llvm::LLVMContext& ctx = m_.getContext();
-    auto* done = llvm::BasicBlock::Create(ctx, "split.done", fn_);
-    llvm::SwitchInst* sw = b_.CreateSwitch(split, done, static_cast<unsigned>(fns.size()));
-    for (size_t r = 0; r < fns.size(); ++r) {
-      if (!fns[r]) continue;  // a split no tile has (packSeparableA packs such a tile instead)
-      auto* bb = llvm::BasicBlock::Create(ctx, "split" + std::to_string(r + 1), fn_);
-      sw->addCase(b_.getInt64(static_cast<int64_t>(r + 1)), bb);
-      b_.SetInsertPoint(bb);
-      b_.CreateCall(fns[r], args);
-      b_.CreateBr(done);
-    }
-    b_.SetInsertPoint(done);
-  }
-
-  void callMicrokernel(const std::vector<llvm::Function*>& micro, Value* rows, std::vector<Value*> args) {
+  // fns[index - 1](args) for index in 1..fns.size() (a null entry: never called, no case); nothing
+  // for any other index. The row-count variants of a microkernel, or the split-row ones.
+  void callByIndex(const std::vector<llvm::Function*>& fns, Value* index, const std::vector<Value*>& args) {
     llvm::LLVMContext& ctx = m_.getContext();
     auto* done = llvm::BasicBlock::Create(ctx, "micro.done", fn_);
-    llvm::SwitchInst* sw = b_.CreateSwitch(rows, done, static_cast<unsigned>(micro.size()));
-    for (size_t r = 0; r < micro.size(); ++r) {
+    llvm::SwitchInst* sw = b_.CreateSwitch(index, done, static_cast<unsigned>(fns.size()));
+    for (size_t r = 0; r < fns.size(); ++r) {
+      if (!fns[r]) continue;
       auto* bb = llvm::BasicBlock::Create(ctx, "micro" + std::to_string(r + 1), fn_);
       sw->addCase(b_.getInt64(static_cast<int64_t>(r + 1)), bb);
       b_.SetInsertPoint(bb);
-      b_.CreateCall(micro[r], args);
+      b_.CreateCall(fns[r], args);
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
