@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,33 @@ inline PassResult runPassOnText(PassFn pass, std::string_view input) {
   }
   Status verified = verifyGraph(graph);
   EXPECT_TRUE(verified.isOk()) << "graph invalid after the pass: " << verified.message();
+  r.ok = true;
+  r.changed = *changed;
+  r.text = printGraph(graph);
+  return r;
+}
+
+// Parses `input`, replaces the graph inputs named in `constants` by scalar f32 constants of those
+// values (the parser takes every name as an input; pattern passes need some constant), runs `pass`,
+// removes what it left dead and prints the graph.
+inline PassResult runPassWithConstants(PassFn pass, std::string_view input,
+                                       const std::map<std::string, double>& constants) {
+  PassResult r;
+  Expected<std::unique_ptr<Graph>> parsed = parseGraph(input);
+  if (!parsed) {
+    ADD_FAILURE() << "parse error: " << parsed.status().message();
+    return r;
+  }
+  Graph& graph = *parsed.value();
+  for (Value* in : std::vector<Value*>(graph.inputs().begin(), graph.inputs().end()))
+    if (auto c = constants.find(in->name()); c != constants.end())
+      graph.replaceAllUsesWith(in, graph.addConstant(in->name() + "_const", Tensor::scalar(DType::F32, c->second)));
+  Expected<bool> changed = pass(graph);
+  if (!changed) {
+    r.text = changed.status().message();
+    return r;
+  }
+  eliminateDeadCode(graph).value();
   r.ok = true;
   r.changed = *changed;
   r.text = printGraph(graph);

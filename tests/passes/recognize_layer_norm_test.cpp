@@ -32,29 +32,9 @@ const char* kPow = "  %sq = Pow(%d, %two) : f32[2x3x8]\n";
 const char* kDiv = "  %n = Div(%d, %sd) : f32[2x3x8]\n";
 const char* kAffine = "  %g = Mul(%n, %gamma) : f32[2x3x8]\n  %y = Add(%g, %beta) : f32[2x3x8]\n";
 
-// The graph's text with constant eps and two (the parser takes them as inputs; the pass needs them
-// constant), run through the pass; the printed result.
+// The graph's text with constant eps and two, run through the pass.
 PassResult runWithConstants(const std::string& text, double two = 2.0) {
-  auto parsed = parseGraph(text);
-  EXPECT_TRUE(parsed.isOk()) << parsed.status().message();
-  PassResult r;
-  if (!parsed) return r;
-  Graph& g = **parsed;
-  for (Value* in : std::vector<Value*>(g.inputs().begin(), g.inputs().end())) {
-    if (in->name() != "eps" && in->name() != "two") continue;
-    Value* c = g.addConstant(in->name() + "_const", Tensor::scalar(DType::F32, in->name() == "eps" ? 1e-5 : two));
-    g.replaceAllUsesWith(in, c);
-  }
-  Expected<bool> changed = recognizeLayerNorm(g);
-  if (!changed) {
-    r.text = changed.status().message();
-    return r;
-  }
-  eliminateDeadCode(g).value();
-  r.ok = true;
-  r.changed = *changed;
-  r.text = printGraph(g);
-  return r;
+  return testing::runPassWithConstants(recognizeLayerNorm, text, {{"eps", 1e-5}, {"two", two}});
 }
 
 TEST(RecognizeLayerNorm, TheExportedFormBecomesOneNode) {

@@ -37,22 +37,7 @@ void makeConstants(Graph& g, double two = 2.0) {
 }
 
 PassResult runWithConstants(const std::string& text, double two = 2.0) {
-  auto parsed = parseGraph(text);
-  EXPECT_TRUE(parsed.isOk()) << parsed.status().message();
-  PassResult r;
-  if (!parsed) return r;
-  Graph& g = **parsed;
-  makeConstants(g, two);
-  Expected<bool> changed = recognizeRmsNorm(g);
-  if (!changed) {
-    r.text = changed.status().message();
-    return r;
-  }
-  eliminateDeadCode(g).value();
-  r.ok = true;
-  r.changed = *changed;
-  r.text = printGraph(g);
-  return r;
+  return testing::runPassWithConstants(recognizeRmsNorm, text, {{"eps", 1e-6}, {"two", two}, {"one", 1.0}});
 }
 
 TEST(RecognizeRmsNorm, TheExportedFormBecomesOneNode) {
