@@ -10,6 +10,9 @@
 //      elementwise and data-movement producers; anchors that re-read inputs many times
 //      (OpDef::rereadsInputs: MatMul, Conv, pools, ...) take only pure data movement, so no
 //      arithmetic is recomputed per MAC.
+//   3. Cost model of a prologue (recomputeCost): an elementwise producer broadcast into a larger
+//      elementwise consumer keeps its own kernel when the arithmetic it would repeat per reuse
+//      (OpDef::elementCost) outweighs its result's round trip through memory and one kernel.
 // A producer with several users is materialised once (no duplication yet).
 // The policy names no target and (but for Pad) no op: it asks op properties (OpDef) and the target's
 // contraction hooks (FusionOptions::contractions). A target's contraction anchors make groups of the
