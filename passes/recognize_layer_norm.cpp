@@ -68,17 +68,10 @@ Expected<bool> rewriteAt(Graph& graph, Node* sub) {
   Value* gamma = trailingOperand(&last, OpKind::Mul, x);
   Value* beta = trailingOperand(&last, OpKind::Add, x);
   if (!gamma) gamma = onesFrom(graph, x, axis, last->name() + "_scale");
-  Attributes attrs;
-  attrs.set("axis", int64_t{axis});
-  attrs.set("epsilon", *eps);
   std::vector<Value*> inputs = {x, gamma};
   if (beta) inputs.push_back(beta);
-  NNC_ASSIGN_OR_RETURN(Value * norm,
-                       insertBefore(graph, last, OpKind::LayerNormalization, last->name(), inputs, std::move(attrs)));
-  if (norm->shape() != last->output(0)->shape() || norm->dtype() != last->output(0)->dtype())
-    return Status::error(last->diagPrefix() + "internal: recognize-layer-norm changed the result's type");
-  graph.replaceAllUsesWith(last->output(0), norm);
-  return true;  // the decomposed nodes are now dead (DCE)
+  return replaceWithNormalization(graph, last, OpKind::LayerNormalization, std::move(inputs), axis, *eps,
+                                  "recognize-layer-norm");
 }
 
 }  // namespace

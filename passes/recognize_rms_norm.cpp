@@ -50,15 +50,7 @@ Expected<bool> rewriteAt(Graph& graph, Node* mean) {
   if (!last || last->output(0)->shape() != x->shape()) return false;
   Value* weight = trailingOperand(&last, OpKind::Mul, x);
   if (!weight) weight = onesFrom(graph, x, axis, last->name() + "_scale");
-  Attributes attrs;
-  attrs.set("axis", int64_t{axis});
-  attrs.set("epsilon", *eps);
-  NNC_ASSIGN_OR_RETURN(
-      Value * norm, insertBefore(graph, last, OpKind::RmsNormalization, last->name(), {x, weight}, std::move(attrs)));
-  if (norm->shape() != last->output(0)->shape() || norm->dtype() != last->output(0)->dtype())
-    return Status::error(last->diagPrefix() + "internal: recognize-rms-norm changed the result's type");
-  graph.replaceAllUsesWith(last->output(0), norm);
-  return true;  // the decomposed nodes are now dead (DCE)
+  return replaceWithNormalization(graph, last, OpKind::RmsNormalization, {x, weight}, axis, *eps, "recognize-rms-norm");
 }
 
 }  // namespace

@@ -86,4 +86,16 @@ Value* onesFrom(Graph& graph, const Value* x, int axis, const std::string& name)
   return graph.addConstant(graph.uniqueName(name), ones);
 }
 
+Expected<bool> replaceWithNormalization(Graph& graph, Node* last, OpKind op, std::vector<Value*> inputs, int axis,
+                                        double epsilon, const char* pass) {
+  Attributes attrs;
+  attrs.set("axis", int64_t{axis});
+  attrs.set("epsilon", epsilon);
+  NNC_ASSIGN_OR_RETURN(Value * norm, insertBefore(graph, last, op, last->name(), std::move(inputs), std::move(attrs)));
+  if (norm->shape() != last->output(0)->shape() || norm->dtype() != last->output(0)->dtype())
+    return Status::error(last->diagPrefix() + "internal: " + pass + " changed the result's type");
+  graph.replaceAllUsesWith(last->output(0), norm);
+  return true;
+}
+
 }  // namespace nnc::passes

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -20,9 +21,10 @@ struct PassResult {
   std::string text;      // the graph printed after the pass (or the error message)
 };
 
-// Parses `input` (which must be in the printer's canonical form, so that "unchanged" can be
-// checked as text equality), runs `pass`, verifies the graph and prints it.
-inline PassResult runPassOnText(PassFn pass, std::string_view input) {
+// Runs `pass` on the graph parsed from `input` (`prepare` first, `after` once it succeeded) and
+// prints the result, or records the parse or pass error.
+inline PassResult runPassOn(std::string_view input, PassFn pass, const std::function<void(Graph&)>& prepare,
+                            const std::function<void(Graph&)>& after) {
   PassResult r;
   Expected<std::unique_ptr<Graph>> parsed = parseGraph(input);
   if (!parsed) {
@@ -30,18 +32,29 @@ inline PassResult runPassOnText(PassFn pass, std::string_view input) {
     return r;
   }
   Graph& graph = *parsed.value();
-  EXPECT_EQ(printGraph(graph), input) << "the test input is not in canonical printed form";
+  prepare(graph);
   Expected<bool> changed = pass(graph);
   if (!changed) {
     r.text = changed.status().message();
     return r;
   }
-  Status verified = verifyGraph(graph);
-  EXPECT_TRUE(verified.isOk()) << "graph invalid after the pass: " << verified.message();
+  after(graph);
   r.ok = true;
   r.changed = *changed;
   r.text = printGraph(graph);
   return r;
+}
+
+// Parses `input` (which must be in the printer's canonical form, so that "unchanged" can be
+// checked as text equality), runs `pass`, verifies the graph and prints it.
+inline PassResult runPassOnText(PassFn pass, std::string_view input) {
+  return runPassOn(
+      input, pass,
+      [&](Graph& graph) { EXPECT_EQ(printGraph(graph), input) << "the test input is not in canonical printed form"; },
+      [](Graph& graph) {
+        Status verified = verifyGraph(graph);
+        EXPECT_TRUE(verified.isOk()) << "graph invalid after the pass: " << verified.message();
+      });
 }
 
 // Parses `input`, replaces the graph inputs named in `constants` by scalar f32 constants of those
@@ -49,26 +62,15 @@ inline PassResult runPassOnText(PassFn pass, std::string_view input) {
 // removes what it left dead and prints the graph.
 inline PassResult runPassWithConstants(PassFn pass, std::string_view input,
                                        const std::map<std::string, double>& constants) {
-  PassResult r;
-  Expected<std::unique_ptr<Graph>> parsed = parseGraph(input);
-  if (!parsed) {
-    ADD_FAILURE() << "parse error: " << parsed.status().message();
-    return r;
-  }
-  Graph& graph = *parsed.value();
-  for (Value* in : std::vector<Value*>(graph.inputs().begin(), graph.inputs().end()))
-    if (auto c = constants.find(in->name()); c != constants.end())
-      graph.replaceAllUsesWith(in, graph.addConstant(in->name() + "_const", Tensor::scalar(DType::F32, c->second)));
-  Expected<bool> changed = pass(graph);
-  if (!changed) {
-    r.text = changed.status().message();
-    return r;
-  }
-  eliminateDeadCode(graph).value();
-  r.ok = true;
-  r.changed = *changed;
-  r.text = printGraph(graph);
-  return r;
+  return runPassOn(
+      input, pass,
+      [&](Graph& graph) {
+        for (Value* in : std::vector<Value*>(graph.inputs().begin(), graph.inputs().end()))
+          if (auto c = constants.find(in->name()); c != constants.end())
+            graph.replaceAllUsesWith(in,
+                                     graph.addConstant(in->name() + "_const", Tensor::scalar(DType::F32, c->second)));
+      },
+      [](Graph& graph) { eliminateDeadCode(graph).value(); });
 }
 
 // The pass must change the graph into `expected`.
