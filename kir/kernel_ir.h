@@ -200,8 +200,9 @@ class KernelBuilder {
   ExprId cast(DType to, ExprId a);  // to F16/BF16 means: round through that type, result f32
   ExprId isInf(ExprId a, bool detectPositive, bool detectNegative);
   // exp(a) where a <= 0 always (a softmax's x - max) and the results are normalised by their sum
-  // (>= 1): a backend may give any value in [0, FLT_MIN] (to rounding) for results below FLT_MIN (and skip overflow
-  // handling). NaN still gives NaN. Its ExprNode has ival kExpOfNonPositive.
+  // (>= 1): a backend gives 0 for results below FLT_MIN (and skips overflow and subnormal
+  // handling; a subnormal would slow every later multiply by it on CPUs that take a microcode assist
+  // for them). NaN still gives NaN. Its ExprNode has ival kExpOfNonPositive.
   ExprId expOfNonPositive(ExprId a);
   ExprId add(ExprId a, ExprId b) { return binary(ExprOp::Add, a, b); }
   ExprId sub(ExprId a, ExprId b) { return binary(ExprOp::Sub, a, b); }

@@ -202,12 +202,14 @@ Value* ScalarOps::inlineExpF32(Value* x, bool nonPositive) {
   auto pow2 = [&](Value* e) { return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, ci(127)), ci(23)), ft); };
   // exp(xc) = 2^n * p(r): n = round(xc / ln 2), r = xc - n ln 2 (in two parts), p of degree 7.
   Value* xc;
+  Value* underflows = nullptr;
   if (nonPositive) {
     // Of a value known <= 0 (kir::KernelBuilder::expOfNonPositive): from -87.34 on 2^n is a normal
     // float, so one exponent scale does, no upper clamp, and a NaN needs no select (it stays NaN
-    // through the polynomial and the scale); below, results come out as FLT_MIN (to rounding). 17
+    // through the polynomial and the scale); below, the result is 0 (see `underflows` below). 18
     // vector ops instead of 25 for a softmax's exps.
-    xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-87.33654)), c(-87.33654), x);
+    underflows = b_.CreateFCmpOLT(x, c(-87.33654));
+    xc = b_.CreateSelect(underflows, c(-87.33654), x);
   } else {
     xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-150.0)), c(-150.0), x);
     xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, c(150.0)), c(150.0), xc);
@@ -220,7 +222,10 @@ Value* ScalarOps::inlineExpF32(Value* x, bool nonPositive) {
     p = fma(p, r, c(coefficient));
   p = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), c(1.0));
   Value* ni = b_.CreateFPToSI(n, it);
-  if (nonPositive) return b_.CreateFMul(p, pow2(ni));
+  // 0, not FLT_MIN, below the normal range: a softmax whose masked scores are -inf would otherwise
+  // hand the next GEMM a row of subnormals (FLT_MIN / sum), and CPUs that multiply subnormals in
+  // microcode (Intel's) ran GPT-2's causal P.V 9x slower.
+  if (nonPositive) return b_.CreateSelect(underflows, c(0.0), b_.CreateFMul(p, pow2(ni)));
   // 2^n in two factors, so that results down to the smallest subnormal (n = -149) are exact.
   Value* n1 = b_.CreateAShr(ni, ci(1));
   Value* n2 = b_.CreateSub(ni, n1);

@@ -127,8 +127,9 @@ TEST(CpuVectorMath, ExpSubnormalAndLargestResults) {
 }
 
 // The exp of a value known <= 0 (a softmax's x - max: KernelBuilder::expOfNonPositive): within 2e-7
-// relative from 0 down to -87.3 (results from 1 down to FLT_MIN), any value in [0, FLT_MIN] below
-// that and for -inf (to rounding), NaN for NaN; in the vector body and the remainder alike.
+// relative from 0 down to -87.3 (results from 1 down to FLT_MIN), exactly 0 below -87.34 and for
+// -inf (never a subnormal: see KernelBuilder::expOfNonPositive), NaN for NaN; in the vector body
+// and the remainder alike.
 TEST(CpuVectorMath, ExpOfNonPositiveValues) {
   std::vector<double> xs;
   for (int i = 0; i < 8192; ++i) xs.push_back(-87.3 * i / 8191);
@@ -151,6 +152,8 @@ TEST(CpuVectorMath, ExpOfNonPositiveValues) {
       EXPECT_TRUE(std::isnan(got)) << "exp(NaN) = " << got;
     } else if (i < normalEnd || x > -1) {
       EXPECT_LE(std::fabs(got - std::exp(x)), 2e-7 * std::exp(x)) << "exp(" << x << "): got " << got;
+    } else if (x < -87.33654) {
+      EXPECT_EQ(got, 0.0) << "exp(" << x << ")";
     } else {
       EXPECT_TRUE(got >= 0 && got <= normal * (1 + 1e-5)) << "exp(" << x << "): got " << got;
     }
