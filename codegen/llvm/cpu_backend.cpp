@@ -74,23 +74,29 @@ llvm::CodeGenOptLevel codeGenLevel(int optLevel) {
   }
 }
 
+// Whether the feature string enables `name` (the last +name/-name wins, as in LLVM).
+bool hasFeature(const std::string& features, const std::string& name) {
+  bool on = false;
+  for (const std::string& f : splitFeatures(features)) {
+    if (f == "+" + name) on = true;
+    if (f == "-" + name) on = false;
+  }
+  return on;
+}
+
 // glibc's libmvec in this process, so the JIT resolves the _ZGV* variants (loaded once).
 bool libmvecLoaded() {
   static const bool loaded = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1");
   return loaded;
 }
 
-// The libmvec width for f32 vector math (0: off): AVX2's 8 lanes when the target has it, else
-// SSE's 4; x86-64 only.
+// The libmvec width for f32 vector math (0: off): the lanes of the target's widest vectors as the
+// GEMMs use them (16 with AVX-512, 8 with AVX2, else SSE's 4); x86-64 only.
+// (libmvec's 8-lane variants need AVX2, not only AVX.)
 unsigned vectorMathLanes(const CpuTargetOptions& opts, const std::string& triple, const std::string& features) {
   if (!opts.vectorMath || llvm::Triple(triple).getArch() != llvm::Triple::x86_64 || !libmvecLoaded()) return 0;
-  // The last +avx2/-avx2 wins, as in LLVM's feature strings.
-  bool avx2 = false;
-  for (const std::string& f : splitFeatures(features)) {
-    if (f == "+avx2") avx2 = true;
-    if (f == "-avx2") avx2 = false;
-  }
-  return avx2 ? 8 : 4;
+  const auto lanes = static_cast<unsigned>(hostTileTarget(opts).lanes);
+  return lanes == 8 && !hasFeature(features, "avx2") ? 4 : lanes;
 }
 
 // Tells the vectoriser that each vector-math wrapper widens to its libmvec variant at `lanes`.
@@ -324,16 +330,6 @@ void resolveCpu(const CpuTargetOptions& opts, std::string* cpu, std::string* fea
     if (!features->empty()) *features += ',';
     *features += opts.features;
   }
-}
-
-// Whether the feature string enables `name` (the last +name/-name wins, as in LLVM).
-bool hasFeature(const std::string& features, const std::string& name) {
-  bool on = false;
-  for (const std::string& f : splitFeatures(features)) {
-    if (f == "+" + name) on = true;
-    if (f == "-" + name) on = false;
-  }
-  return on;
 }
 
 // ---------------------------------------------------------------------------------------------

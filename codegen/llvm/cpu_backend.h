@@ -40,9 +40,10 @@ struct CpuTargetOptions {
   // vectorise; every element then goes through the vector variant (<= 4 ulp, not libm's result).
   // Object files from such modules need -lmvec at link time.
   bool vectorMath = true;
-  // Vector width of the GEMM register tile: 0 picks the widest the target has; 256 keeps AVX-512
-  // hosts on AVX2's tile, 128 any x86 host on SSE's (NNC_GEMM_VECTOR_BITS in the driver, for
-  // measuring and testing every tile on one machine).
+  // Vector width of the GEMM register tile, of the vector-math variants and of the vectoriser's
+  // preference: 0 picks the widest the target has; 256 keeps AVX-512 hosts on AVX2's width, 128 any
+  // x86 host on SSE's (NNC_GEMM_VECTOR_BITS in the driver, for measuring and testing every width on
+  // one machine).
   int gemmVectorBits = 0;
   // Threads that lower, optimise and compile kernels (one module part each): 0 = one per core, at
   // most kMaxCompileThreads.

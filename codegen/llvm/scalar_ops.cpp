@@ -260,10 +260,10 @@ const std::vector<std::string>& vectorMathFunctions() {
 
 std::string vectorMathWrapperName(const std::string& name) { return "nnc.vm." + name + "f"; }
 
-// The x86-64 vector function ABI names: b = SSE (4 lanes), d = AVX2 (8 lanes); `v`: one vector
-// argument.
+// The x86-64 vector function ABI names: b = SSE (4 lanes), d = AVX2 (8 lanes), e = AVX-512 (16
+// lanes); `v`: one vector argument.
 std::string vectorMathVariantName(const std::string& name, unsigned lanes) {
-  return std::string(lanes == 8 ? "_ZGVdN8v_" : "_ZGVbN4v_") + name + "f";
+  return std::string(lanes == 16 ? "_ZGVeN16v_" : lanes == 8 ? "_ZGVdN8v_" : "_ZGVbN4v_") + name + "f";
 }
 
 // Every element, in the vectorised body and in scalar remainders alike, is computed by the same
