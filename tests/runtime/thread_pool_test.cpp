@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -88,51 +87,6 @@ TEST(ThreadPool, UsesSeveralThreadsForLargeTotals) {
   });
   EXPECT_GT(ids.size(), 1u);
   EXPECT_LE(ids.size(), 4u);
-}
-
-// The chunks are cut into one part per thread and each thread starts on its own part, so the same
-// worker meets the same data on every run (cache affinity). Every chunk holds its thread until all
-// three have started, so no thread can have helped with another's part yet: each worker must start
-// at its part's first chunk (2 and 4 of [0,1] [2,3] [4,5]), the same worker each time, every run.
-TEST(ThreadPool, EachWorkerStartsOnItsOwnPartEveryRun) {
-  ThreadPool pool(3);
-  std::thread::id firstOfPart1, firstOfPart2;
-  for (int run = 0; run < 5; ++run) {
-    std::mutex m;
-    std::vector<std::thread::id> runner(6);
-    std::vector<int64_t> firstChunkOf;  // per thread, in the order threads started
-    std::vector<std::thread::id> started;
-    std::atomic<int> threadsStarted{0};
-    pool.parallelFor(6, 1, [&](int64_t begin, int64_t end) {
-      ASSERT_EQ(end, begin + 1);
-      const std::thread::id self = std::this_thread::get_id();
-      {
-        std::lock_guard<std::mutex> lock(m);
-        runner[static_cast<size_t>(begin)] = self;
-        if (std::find(started.begin(), started.end(), self) == started.end()) {
-          started.push_back(self);
-          firstChunkOf.push_back(begin);
-          ++threadsStarted;
-        }
-      }
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (threadsStarted.load() < 3 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-    });
-    ASSERT_EQ(runner[0], std::this_thread::get_id());
-    if (threadsStarted.load() < 3) GTEST_SKIP() << "the workers did not start within 5 s (machine overloaded)";
-    ASSERT_EQ(started.size(), 3u);
-    std::set<int64_t> workersFirst;
-    for (size_t t = 0; t < started.size(); ++t)
-      if (started[t] != std::this_thread::get_id()) workersFirst.insert(firstChunkOf[t]);
-    EXPECT_EQ(workersFirst, (std::set<int64_t>{2, 4})) << "run " << run;
-    if (run == 0) {
-      firstOfPart1 = runner[2];
-      firstOfPart2 = runner[4];
-    }
-    EXPECT_EQ(runner[2], firstOfPart1) << "run " << run;
-    EXPECT_EQ(runner[4], firstOfPart2) << "run " << run;
-  }
 }
 
 TEST(ThreadPool, NestedCallsRunInline) {
