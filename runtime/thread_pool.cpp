@@ -4,12 +4,7 @@
 //   caller: publish the job, open it with `slots` worker places, bump the generation, wake workers,
 //           run chunks itself, then close the job and wait until every worker that joined has left.
 //   worker: sleep until the generation changes; if the job is still open and has a free slot, join
-//           (active++), run chunks until every part's counter passes its end, leave (active--).
-// The chunks are cut into one contiguous part per thread, and thread i runs part i first (the caller
-// part 0), then helps with the others: the same thread meets the same data on every run (a batch-1
-// MLP's weights stay split between the two cores' L2s: 0.048 -> 0.014 ms at 2 threads on the Xeon,
-// where one shared counter gave each run a different split), and a slow or descheduled thread's
-// share is still picked up by the others.
+//           (active++), run chunks until the counter passes the end, leave (active--).
 // A worker that wakes after the job closed does nothing, so a descheduled worker never holds up the
 // caller unless it had already claimed a chunk.
 #include "runtime/thread_pool.h"
@@ -19,7 +14,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -56,17 +50,11 @@ struct ThreadPool::Impl {
     int64_t total = 0;
     int64_t chunk = 1;
     int64_t numChunks = 0;
-    int parts = 1;  // part p holds chunks [p * numChunks / parts, (p + 1) * numChunks / parts)
-    int64_t partEnd(int p) const { return (p + 1) * numChunks / parts; }
-  };
-  // The next unclaimed chunk of one part, on its own cache line (threads claim from their own part).
-  struct alignas(64) PartCounter {
-    std::atomic<int64_t> next{0};
   };
 
   std::vector<std::thread> workers;
-  std::mutex submitMutex;                   // one job at a time per pool (callers on other threads queue here)
-  std::unique_ptr<PartCounter[]> partNext;  // one per thread
+  std::mutex submitMutex;  // one job at a time per pool (callers on other threads queue here)
+  std::atomic<int64_t> nextChunk{0};
 
   std::mutex mutex;
   std::condition_variable workCv;
@@ -95,25 +83,20 @@ struct ThreadPool::Impl {
     }
   }
 
-  // Runs the chunks of part `self` (the thread's index; none when self >= parts), then those left
-  // in the other parts, each claimed once through its part's counter.
-  void runChunks(const Job& j, int self) {
+  void runChunks(const Job& j) {
     bool wasInside = tlsInsideParallel;
     tlsInsideParallel = true;
-    for (int i = 0; i < j.parts; ++i) {
-      const int p = (self + i) % j.parts;
-      for (;;) {
-        int64_t c = partNext[p].next.fetch_add(1, std::memory_order_relaxed);
-        if (c >= j.partEnd(p)) break;
-        int64_t begin = c * j.chunk;
-        int64_t end = std::min(j.total, begin + j.chunk);
-        (*j.fn)(begin, end);
-      }
+    for (;;) {
+      int64_t c = nextChunk.fetch_add(1, std::memory_order_relaxed);
+      if (c >= j.numChunks) break;
+      int64_t begin = c * j.chunk;
+      int64_t end = std::min(j.total, begin + j.chunk);
+      (*j.fn)(begin, end);
     }
     tlsInsideParallel = wasInside;
   }
 
-  void workerLoop(int self) {
+  void workerLoop() {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
@@ -129,7 +112,7 @@ struct ThreadPool::Impl {
       running.store(active, std::memory_order_release);
       Job j = job;
       lock.unlock();
-      runChunks(j, self);
+      runChunks(j);
       lock.lock();
       running.store(--active, std::memory_order_release);
       if (active == 0) doneCv.notify_all();
@@ -139,18 +122,17 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int numThreads) : impl_(new Impl) {
   int n = resolveNumThreads(numThreads);
-  impl_->partNext.reset(new Impl::PartCounter[static_cast<size_t>(n)]);
   impl_->workers.reserve(static_cast<size_t>(n - 1));
   for (int i = 1; i < n; ++i) {
 #if defined(__cpp_exceptions)
     // Out of threads: run with the ones we have rather than terminate the host process.
     try {
-      impl_->workers.emplace_back([this, i] { impl_->workerLoop(i); });
+      impl_->workers.emplace_back([this] { impl_->workerLoop(); });
     } catch (const std::system_error&) {
       break;
     }
 #else
-    impl_->workers.emplace_back([this, i] { impl_->workerLoop(i); });
+    impl_->workers.emplace_back([this] { impl_->workerLoop(); });
 #endif
   }
 }
@@ -185,19 +167,18 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, const std::functio
   }
 
   std::lock_guard<std::mutex> submit(impl_->submitMutex);
-  Impl::Job job{&fn, total, chunk, numChunks, static_cast<int>(std::min<int64_t>(numChunks, threads))};
+  Impl::Job job{&fn, total, chunk, numChunks};
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->job = job;
-    for (int p = 0; p < job.parts; ++p)
-      impl_->partNext[p].next.store(p == 0 ? 0 : job.partEnd(p - 1), std::memory_order_relaxed);
+    impl_->nextChunk.store(0, std::memory_order_relaxed);
     impl_->slots = static_cast<int>(std::min<int64_t>(numChunks - 1, threads - 1));
     impl_->jobOpen = true;
     ++impl_->generation;
     impl_->published.store(impl_->generation, std::memory_order_release);
   }
   impl_->workCv.notify_all();
-  impl_->runChunks(job, 0);
+  impl_->runChunks(job);
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->jobOpen = false;
   if (impl_->active != 0) {
