@@ -93,10 +93,10 @@ bool libmvecLoaded() {
 // The libmvec width for f32 vector math (0: off): the lanes of the target's widest vectors as the
 // GEMMs use them (16 with AVX-512, 8 with AVX2, else SSE's 4); x86-64 only.
 // (libmvec's 8-lane variants need AVX2, not only AVX.)
-unsigned vectorMathLanes(const CpuTargetOptions& opts, const std::string& triple, const std::string& features) {
+unsigned vectorMathLanes(const CpuTargetOptions& opts, int tileLanes, const std::string& triple,
+                         const std::string& features) {
   if (!opts.vectorMath || llvm::Triple(triple).getArch() != llvm::Triple::x86_64 || !libmvecLoaded()) return 0;
-  const auto lanes = static_cast<unsigned>(hostTileTarget(opts).lanes);
-  return lanes == 8 && !hasFeature(features, "avx2") ? 4 : lanes;
+  return tileLanes == 8 && !hasFeature(features, "avx2") ? 4 : static_cast<unsigned>(tileLanes);
 }
 
 // Tells the vectoriser that each vector-math wrapper widens to its libmvec variant at `lanes`.
@@ -479,9 +479,9 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   lowering.cpu = impl->cpu;
   lowering.features = impl->features;
   lowering.reassociateReductions = opts.reassociateReductions;
-  impl->vectorMathLanes = vectorMathLanes(opts, impl->triple, impl->features);
+  lowering.vectorLanes = hostTileTarget(opts).lanes;
+  impl->vectorMathLanes = vectorMathLanes(opts, lowering.vectorLanes, impl->triple, impl->features);
   lowering.vectorMathLanes = impl->vectorMathLanes;
-  lowering.vectorLanes = static_cast<int>(hostTileTarget(opts).lanes);
 
   const size_t threads = opts.compileThreads > 0 ? static_cast<size_t>(opts.compileThreads)
                                                  : std::max(1u, std::thread::hardware_concurrency());

@@ -224,7 +224,7 @@ Value* ScalarOps::inlineExpF32(Value* x, bool nonPositive) {
   Value* ni = b_.CreateFPToSI(n, it);
   // 0, not FLT_MIN, below the normal range: a softmax whose masked scores are -inf would otherwise
   // hand the next GEMM a row of subnormals (FLT_MIN / sum), and CPUs that multiply subnormals in
-  // microcode (Intel's) ran GPT-2's causal P.V 9x slower.
+  // microcode (Intel's) ran GPT-2's causal P.V 80x slower (14.7 against 0.18 ms).
   if (nonPositive) return b_.CreateSelect(underflows, c(0.0), b_.CreateFMul(p, pow2(ni)));
   // 2^n in two factors, so that results down to the smallest subnormal (n = -149) are exact.
   Value* n1 = b_.CreateAShr(ni, ci(1));
