@@ -13,8 +13,10 @@
 #        OUT=/some/dir scripts/gpu_check.sh run
 #      unpacks the bundle, generates the real models (tests/models/make_models.py), and runs
 #        - nnc_cuda_tests (GPU tests included; none may skip for want of a GPU),
+#        - one process alone on 20 node cases with each case's import/compile/run times (case_timing),
 #        - `nnc test --target=cuda` at -O0 and -O2 over the ONNX backend node tests and, where
-#          installed, Debian's pytorch-converted / pytorch-operator suites,
+#          installed, Debian's pytorch-converted / pytorch-operator suites (cases no committed GPU
+#          passing list holds first),
 #        - `nnc test --target=cuda --rtol=1e-4 --atol=1e-5` over the real models,
 #        - compute-sanitizer memcheck and racecheck over the real-model suite, when present,
 #        - bench/gpu_bench.py: nnc eager/fused vs PyTorch eager and torch.compile on the real models,
@@ -215,7 +217,7 @@ run() {
   : >"$REPORT"
   # A lease is short (15 minutes of device time, the machine's start included): every stage runs
   # under a limit and the whole run under BUDGET_S, so that the report always comes back.
-  BUDGET_S=${BUDGET_S:-500}
+  BUDGET_S=${BUDGET_S:-540}
   DEADLINE=$((SECONDS + BUDGET_S))
   local jobs
   jobs=$(nproc 2>/dev/null || echo 4)
@@ -279,15 +281,33 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
     note "- cuda_tests: FAILED: GPU tests SKIPPED for want of a device: $(grep -m1 -o 'no CUDA driver/GPU: .*' "$OUT/cuda_tests.log")"
   fi
 
+  # What one case costs, alone on the GPU (one process, 20 node cases spread over the suite): each
+  # PASS/FAIL line carries its import, compile (NVRTC and module load included) and run times.
+  local timing_cases=()
+  if [ ${#suites[@]} -gt 0 ]; then
+    mapfile -t timing_cases < <(find "${suites[0]}" -name model.onnx -printf '%h\n' | sort | awk 'NR % 60 == 1' | head -20)
+    [ ${#timing_cases[@]} -gt 0 ] && stage case_timing 60 env NNC_TEST_TIMES=1 "$NNC" test --target=cuda -O2 "${timing_cases[@]}"
+  fi
+
   # Conformance, at -O0 and -O2 at once (the CPU suites' cases; the CPU ratchet lists are not
   # applied: the counts and the passing lists are the result). A case that fails is a finding, not
   # a failed stage; a shard that crashes or runs out of time is.
   if [ ${#suites[@]} -eq 0 ]; then
     note "- conformance: FAILED, not run (no ONNX backend test data: is the onnx package installed?)"
   else
-    local level pids=()
+    # A lease rarely holds the whole suite: the cases no earlier GPU run passed (bench/results/gpu-*/
+    # cuda_passing_O*) go first, so that run after run covers the suite.
+    local level pids=() all_cases=()
+    mapfile -t all_cases < <(find "${suites[@]}" -name model.onnx -printf '%h\n' | sort)
     for level in 0 2; do
-      stage "conformance_O$level" 240 sharded_test "O$level" $((jobs / 2)) --target=cuda -O$level "${suites[@]}" &
+      local passed_before ordered=()
+      passed_before=$(cat "$REPO"/bench/results/gpu-*/cuda_passing_O${level}*.txt 2>/dev/null | sort -u)
+      mapfile -t ordered < <(printf '%s\n' "${all_cases[@]}" | awk -v before="$passed_before" '
+        BEGIN { n = split(before, names, "\n"); for (i = 1; i <= n; i++) seen[names[i]] = 1 }
+        { name = $0; sub(/.*\//, "", name); if (name in seen) later[++m] = $0; else print }
+        END { for (i = 1; i <= m; i++) print later[i] }')
+      note "- conformance_O$level: ${#ordered[@]} cases, $(printf '%s\n' "$passed_before" | grep -c .) passed on an earlier GPU run (those last)"
+      stage "conformance_O$level" 200 sharded_test "O$level" $((jobs / 2)) --target=cuda -O$level "${ordered[@]}" &
       pids+=($!)
     done
     wait "${pids[@]}"
@@ -315,7 +335,7 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
     fi
     # Speed: nnc eager/fused (with and without CUDA Graphs) beside PyTorch eager and torch.compile.
     if env -u LD_LIBRARY_PATH python3 -c "import torch, onnx" 2>/dev/null; then
-      stage gpu_bench 150 env -u LD_LIBRARY_PATH NNC_LD_LIBRARY_PATH="$LD_LIBRARY_PATH" python3 bench/gpu_bench.py \
+      stage gpu_bench 120 env -u LD_LIBRARY_PATH NNC_LD_LIBRARY_PATH="$LD_LIBRARY_PATH" python3 bench/gpu_bench.py \
         --nnc "$NNC" --models "$models" --out "$OUT"
     else
       note "- gpu_bench: FAILED, not run (python3 lacks torch or onnx)"

@@ -705,6 +705,23 @@ bool cudaDeviceAvailable(std::string* why) {
   return true;
 }
 
+PrimaryContextHold::PrimaryContextHold() {
+  std::string why;
+  const DriverApi* api = openDriver(&why);
+  const int ordinal = deviceOrdinal();
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  if (!api || ordinal < 0 || api->cuDeviceGet(&device, ordinal) != kCudaSuccess ||
+      api->cuDevicePrimaryCtxRetain(&context, device) != kCudaSuccess)
+    return;  // models made without the hold report the reason themselves
+  api_ = api;
+  device_ = device;
+}
+
+PrimaryContextHold::~PrimaryContextHold() {
+  if (api_) api_->cuDevicePrimaryCtxRelease(device_);
+}
+
 bool cudaDeviceMemory(int ordinal, size_t* freeBytes, size_t* totalBytes, std::string* error) {
   std::string why;
   const DriverApi* api = openDriver(&why);

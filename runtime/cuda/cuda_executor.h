@@ -68,6 +68,27 @@ bool cudaRunStats(const nnc_model* model, CudaRunStats* out);
 // Whether a CUDA driver and device are usable in this process; *why says why not.
 bool cudaDeviceAvailable(std::string* why);
 
+struct DriverApi;
+
+// Holds a retain on the device's primary context while it lives (nothing without a driver or device).
+// Each executor retains and releases that context itself, so when the last model of a process is
+// destroyed the driver tears the context down and the next model builds it again: on an H200
+// (2026-11-26) 0.1-0.3 s per model alone and 1.5-2 s with 16 processes doing it at once — most of what
+// a conformance case cost there. A process that creates models one after another (nnc test's case
+// worker) keeps one of these.
+class PrimaryContextHold {
+ public:
+  PrimaryContextHold();
+  ~PrimaryContextHold();
+  PrimaryContextHold(const PrimaryContextHold&) = delete;
+  PrimaryContextHold& operator=(const PrimaryContextHold&) = delete;
+  bool held() const { return api_ != nullptr; }
+
+ private:
+  const DriverApi* api_ = nullptr;  // set while a retain is held
+  int device_ = 0;
+};
+
 // Free and total memory of device `ordinal` in bytes (tests: memory stays flat over create/destroy).
 bool cudaDeviceMemory(int ordinal, size_t* freeBytes, size_t* totalBytes, std::string* error);
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/cuda/cuda_executor.h"
 #include "runtime/cuda/emulator.h"
 
 namespace nnc::rt::cuda {
@@ -297,6 +298,38 @@ TEST_F(EmulatedDriver, LaunchLimitsAreAGpusLimits) {
   EXPECT_EQ(api_->cuLaunchKernel(function("add_one"), 0, 1, 1, 32, 1, 1, 0, stream_, args, nullptr), kInvalidValue);
   EXPECT_EQ(api_->cuLaunchKernel(function("add_one"), 1, 65536, 1, 32, 1, 1, 0, stream_, args, nullptr), kInvalidValue);
   EXPECT_EQ(api_->cuLaunchKernel(function("add_one"), 1, 1, 1, 32, 1, 1, 0, stream_, args, nullptr), kCudaSuccess);
+}
+
+// The emulated device's primary-context retain count, read by releasing every retain and taking them
+// back (other tests of this process may hold some; the emulator destroys nothing at zero).
+int primaryRetains(const DriverApi& api) {
+  int n = 0;
+  while (api.cuDevicePrimaryCtxRelease(0) == kCudaSuccess) ++n;
+  CUcontext context = nullptr;
+  for (int k = 0; k < n; ++k) api.cuDevicePrimaryCtxRetain(&context, 0);
+  return n;
+}
+
+// nnc test's case worker keeps the primary context alive between models with a PrimaryContextHold, so
+// that the driver does not destroy it with each case's executor and build it again for the next.
+TEST(EmulatedDriverContext, PrimaryContextHoldRetainsTheContextWhileItLives) {
+  const char* before = std::getenv("NNC_CUDA_EMULATE");
+  const std::string saved = before ? before : "";
+  ::setenv("NNC_CUDA_EMULATE", "1", 1);  // the hold opens the driver the executor would: the emulator
+  std::string why;
+  const DriverApi* api = emu::openEmulatedDriver(&why);
+  ASSERT_NE(api, nullptr) << why;
+  const int others = primaryRetains(*api);
+  {
+    PrimaryContextHold hold;
+    EXPECT_TRUE(hold.held());
+    EXPECT_EQ(primaryRetains(*api), others + 1);
+  }
+  EXPECT_EQ(primaryRetains(*api), others);  // released with the hold
+  if (before)
+    ::setenv("NNC_CUDA_EMULATE", saved.c_str(), 1);
+  else
+    ::unsetenv("NNC_CUDA_EMULATE");
 }
 
 }  // namespace

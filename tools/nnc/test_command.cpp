@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,8 +100,27 @@ struct CaseResult {
 
 bool isUnsupported(const std::string& message) { return message.find("unsupported") != std::string::npos; }
 
+// NNC_TEST_TIMES=1: each case's result says where its time went (import, compile, run), to find
+// what a case costs on a GPU (where compile includes NVRTC and module load).
+struct CaseTimes {
+  using Clock = std::chrono::steady_clock;
+  double importMs = 0, compileMs = 0, runMs = 0;
+  static bool wanted() {
+    const char* env = std::getenv("NNC_TEST_TIMES");
+    return env && std::string(env) == "1";
+  }
+  static double since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  }
+  std::string describe() const {
+    char line[128];
+    std::snprintf(line, sizeof line, " [import %.0f ms, compile %.0f ms, run %.0f ms]", importMs, compileMs, runMs);
+    return line;
+  }
+};
+
 // input_K.pb belongs to the K-th graph input that is not an initializer (modelInputNames).
-CaseResult runCase(const std::string& dir, const CommonOptions& o) {
+CaseResult runCaseUntimed(const std::string& dir, const CommonOptions& o, CaseTimes& times) {
   const std::string model = dir + "/model.onnx";
   std::vector<std::string> dataDirs;
   for (const std::string& n : listDir(dir))
@@ -126,7 +146,9 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
     // (shapes, axes, scales...), and the rest stay runtime inputs.
     onnx::ImportOptions opts = importOptions;
     for (size_t k = 0; k < ds->inputs.size(); ++k) opts.bindIfNeeded[inputNames[k]] = ds->inputs[k];
+    CaseTimes::Clock::time_point start = CaseTimes::Clock::now();
     Expected<std::unique_ptr<Graph>> graph = onnx::importModelFile(model, opts);
+    times.importMs += CaseTimes::since(start);
     if (!graph) {
       const std::string& msg = graph.status().message();
       return {isUnsupported(msg) ? Outcome::Skip : Outcome::Fail, msg};
@@ -139,12 +161,16 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
         return {Outcome::Fail, "no test data for input '" + v->name() + "'"};
       runInputs.push_back(reinterpretBF16(ds->inputs[k], v->dtype()));
     }
+    start = CaseTimes::Clock::now();
     Expected<std::unique_ptr<CompiledModel>> compiled = compileJit(**graph, o.compile);
+    times.compileMs += CaseTimes::since(start);
     if (!compiled) {
       const std::string& msg = compiled.status().message();
       return {isUnsupported(msg) ? Outcome::Skip : Outcome::Fail, msg};
     }
+    start = CaseTimes::Clock::now();
     Expected<std::vector<Tensor>> outputs = (*compiled)->run(runInputs);
+    times.runMs += CaseTimes::since(start);
     if (!outputs) return {Outcome::Fail, "run: " + outputs.status().message()};
     if (outputs->size() < ds->outputs.size())
       return {Outcome::Fail, "model produced " + std::to_string(outputs->size()) + " outputs, expected " +
@@ -157,6 +183,13 @@ CaseResult runCase(const std::string& dir, const CommonOptions& o) {
     ++passedSets;
   }
   return {Outcome::Pass, std::to_string(passedSets) + " data set(s)"};
+}
+
+CaseResult runCase(const std::string& dir, const CommonOptions& o) {
+  CaseTimes times;
+  CaseResult r = runCaseUntimed(dir, o, times);
+  if (CaseTimes::wanted()) r.detail += times.describe();
+  return r;
 }
 
 constexpr unsigned kCaseTimeoutSeconds = 300;
@@ -262,9 +295,10 @@ bool readMessage(int fd, std::string* msg) {
   return readExactly(fd, msg->data(), size);
 }
 
-// A child process that runs cases one after another: for --target=cuda the driver and a context are
-// set up once per worker instead of once per case (on an H200, 2026-11-26, that took a case from ~2.6
-// to ~2.1 s with 8 shards per level: most of the time is elsewhere, not yet measured). A case that crashes or times out
+// A child process that runs cases one after another: for --target=cuda the driver is loaded and the
+// device's primary context held once per worker instead of once per case (PrimaryContextHold: on an
+// H200, 2026-11-26, a case took ~3.3 s with 16 processes while each case re-created the context, ~35 ms
+// where something kept it alive). A case that crashes or times out
 // ends the worker, and so does any case that does not pass (a sticky device error must not leak into the next case):
 // the next case starts a new one. Results are those of runCaseIsolated.
 class CaseWorker {
@@ -304,6 +338,8 @@ class CaseWorker {
     if (pid == 0) {
       close(down[1]);
       close(up[0]);
+      std::optional<rt::cuda::PrimaryContextHold> context;
+      if (o_.compile.target == "cuda") context.emplace();  // one context for all the worker's cases
       std::string dir;
       while (readMessage(down[0], &dir)) {
         alarm(kCaseTimeoutSeconds);
@@ -312,6 +348,7 @@ class CaseWorker {
         alarm(0);
         if (!writeMessage(up[1], encode(r))) break;
       }
+      context.reset();
       _exit(0);
     }
     close(down[0]);
@@ -406,13 +443,19 @@ int testCommand(const CommonOptions& o) {
   CaseWorker worker(o);
   for (const std::string& c : cases) {
     const std::string name = baseName(c);
+    const CaseTimes::Clock::time_point start = CaseTimes::Clock::now();
     CaseResult r = useWorker ? worker.run(c) : runCaseIsolated(c, o);
+    if (CaseTimes::wanted())
+      r.detail += " [" + std::to_string(static_cast<int>(CaseTimes::since(start))) + " ms in all]";
     const bool listed = expected.count(name) != 0;
     switch (r.outcome) {
       case Outcome::Pass:
         ++passed;
         passing.push_back(name);
-        std::printf("PASS %s\n", name.c_str());
+        if (CaseTimes::wanted())
+          std::printf("PASS %s: %s\n", name.c_str(), r.detail.c_str());
+        else
+          std::printf("PASS %s\n", name.c_str());
         break;
       case Outcome::Fail:
         ++failed;
