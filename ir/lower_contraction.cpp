@@ -98,8 +98,12 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   // mc: an mc x kc block of A in half of L2; nc: a kc x nc block of B in a share of L3.
   c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
   c.mc = std::min(c.mc, roundUp(c.m, c.mr));
-  // An A block packed at run time lives on the kernel's stack: keep it small.
-  if (!c.aPacked) c.mc = std::max<int64_t>(c.mr, std::min(c.mc, kMaxPackedA / (c.kc * kFloat) / c.mr * c.mr));
+  // An A block packed at run time lives on the kernel's stack: keep it small — up to the transposed
+  // bound for a conv's patches, whose single K block is long: ResNet-50's 7 x 7 layers (49 pixels, K =
+  // 4608) get two row blocks of 28 pixels instead of four of 14, each re-reading all 9.4 MB of
+  // weights (8 such layers in a chain: 2.0 -> 1.75 ms each).
+  const int64_t packedABound = c.transposed ? kMaxTransposedPackedA : kMaxPackedA;
+  if (!c.aPacked) c.mc = std::max<int64_t>(c.mr, std::min(c.mc, packedABound / (c.kc * kFloat) / c.mr * c.mr));
   c.nc = std::max<int64_t>(c.nr, t.l3Bytes / 4 / (c.kc * kFloat) / c.nr * c.nr);
   c.nc = std::min(c.nc, roundUp(c.n, c.nr));
   const double flops = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.m) * static_cast<double>(c.n) *
@@ -292,16 +296,21 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, asIsTile.nr));
   const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, tile.nr));
   const bool fewColumns = 5 * paddedTransposed < 4 * paddedAsIs && gemm->k <= kMaxTransposedPackedA / (tile.mr * 4);
-  // So is constant weights times activations (a 1x1 conv) reducing over 128+ channels: with the
-  // weights as the compile-time packed B it ran at 73-96% of peak where the weights as packed A and
-  // the activations read in place ran at 62-87% (ResNet-50's 1x1 convs, K = 128..1024); below that
-  // the run-time transposing pack of the activations costs more than it gains (K = 32, 64: 7-30%
-  // slower).
+  // So is constant weights times activations (a 1x1 conv) reducing over 128+ channels whose pixels
+  // would pad the as-is tile's column panels by 10% or more (14 x 14 = 196 pixels: 224 columns; 7 x 7:
+  // 64 for 49): with the weights as the compile-time packed B and the pixels as exact row tiles, it
+  // ran at 70% of peak where as-is ran at 52% (1024 -> 256 channels at 14 x 14, 0.64 against 0.83
+  // ms). With more pixels the as-is form wins on the Xeon this was measured on: the transposed
+  // tile's broadcasts read 14 pixels from each of K channel planes, K streams a plane apart, which
+  // the prefetchers do not follow (256 -> 64 channels at 56 x 56: 0.93 transposed, 0.69 as-is;
+  // 512 -> 128 at 28 x 28: 0.84 against 0.71; ResNet-50 66 -> 59 ms, bench/NOTES.md). Below 128
+  // channels the run-time transposing pack of the activations costs more than it gains.
   // Not when the output channels would fill at most half of the transposed tile's columns (16 of
   // 32: SqueezeNet's 128 -> 16 squeeze at 55^2, 0.25 -> 0.16 ms); as-is, they are the rows, split
   // evenly into row tiles. (48 of 64 still wins transposed: 0.08 against 0.11 ms as-is.)
+  const bool pixelsPadPanels = 10 * roundUp(gemm->n, asIsTile.nr) >= 11 * gemm->n;
   const bool weightsTimesActivations = a->isConstant() && !b->isConstant() && gemm->k >= kMinTransposedWeightsK &&
-                                       gemm->k <= kMaxTransposedWeightsK &&
+                                       gemm->k <= kMaxTransposedWeightsK && pixelsPadPanels &&
                                        2 * gemm->m > roundUp(gemm->m, 2 * static_cast<int64_t>(target.lanes));
   const bool transposed =
       std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; }) ||

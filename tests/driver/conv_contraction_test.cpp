@@ -41,9 +41,11 @@ const ConvCase kConvCases[] = {
     // K = 1030 * 9 = 9270 > 9216: no in-place patches; the GEMM keeps the K-blocked form.
     {"LongK", 1, 1030, 8, 4, 4, 3, 1, 1, {1, 1, 1, 1}, true, false},
     // 1x1 convs: weights x activations runs transposed (weights the packed B) from 128 input channels
-    // (ResNet-50's bottlenecks; 14-pixel rows and 20 channels give edge tiles and an edge panel), not
-    // below (the run-time transposing pack of the activations would cost more).
-    {"Pointwise128", 2, 128, 20, 5, 14, 1, 1, 1, {0, 0, 0, 0}, true, true},
+    // when the pixels would pad the as-is column panels by 10% or more (49 pixels: 7 rows of 7 give
+    // tiles that cross output rows; 20 channels an edge panel), not below 128 channels (the run-time
+    // transposing pack of the activations would cost more) nor for whole panels of pixels (8 x 16).
+    {"Pointwise128", 2, 128, 20, 7, 7, 1, 1, 1, {0, 0, 0, 0}, true, true},
+    {"Pointwise128WholePanels", 1, 128, 20, 8, 16, 1, 1, 1, {0, 0, 0, 0}, true, false},
     {"Pointwise64", 1, 64, 20, 5, 14, 1, 1, 1, {0, 0, 0, 0}, true, false},
 };
 
