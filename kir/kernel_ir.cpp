@@ -556,7 +556,7 @@ std::string Contraction::str() const {
     os << " offset=" << bOffset << " strides=(" << bBatchStride << ", " << bRowStride << ", " << bColStride << ")";
   os << " tile=" << mr << "x" << nr << " (" << lanes << " lanes) blocks mc=" << mc << " nc=" << nc << " kc=" << kc
      << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "") << (aPacked ? " A-packed" : "")
-     << (rowTilesOuter ? " row-tiles-outer" : "");
+     << (rowTilesOuter ? " row-tiles-outer" : "") << (columnBlocksOuter ? " column-blocks-outer" : "");
   return os.str();
 }
 

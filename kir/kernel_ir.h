@@ -137,6 +137,10 @@ struct Contraction {
   // Loop order within a K block: each row tile sweeps the block's panels (B's kc x nc block fits in
   // half of L2; the output is written row after row), instead of each panel meeting every row tile.
   bool rowTilesOuter = false;
+  // Task order: column block by column block (each column block's row blocks back to back), so a B
+  // too big to stay in cache between row blocks (a conv's weights, read by few pixels) is fetched from
+  // memory once, not once per row block; row blocks then repack their A task by task.
+  bool columnBlocksOuter = false;
   int64_t mTiles() const { return (m + mr - 1) / mr; }
 
   int64_t mBlocks() const { return (m + mc - 1) / mc; }

@@ -782,8 +782,12 @@ class KernelLowering {
         [&](Value* task) {
           Value* batch = b_.CreateUDiv(task, i64(blocksPerBatch), "batch");
           Value* inBatch = b_.CreateURem(task, i64(blocksPerBatch));
-          Value* m0 = b_.CreateMul(b_.CreateUDiv(inBatch, i64(c.nBlocks())), i64(c.mc), "m0");
-          Value* n0 = b_.CreateMul(b_.CreateURem(inBatch, i64(c.nBlocks())), i64(c.nc), "n0");
+          Value* rowBlock =
+              c.columnBlocksOuter ? b_.CreateURem(inBatch, i64(c.mBlocks())) : b_.CreateUDiv(inBatch, i64(c.nBlocks()));
+          Value* columnBlock =
+              c.columnBlocksOuter ? b_.CreateUDiv(inBatch, i64(c.mBlocks())) : b_.CreateURem(inBatch, i64(c.nBlocks()));
+          Value* m0 = b_.CreateMul(rowBlock, i64(c.mc), "m0");
+          Value* n0 = b_.CreateMul(columnBlock, i64(c.nc), "n0");
           Value* m1 = smin(b_.CreateAdd(m0, i64(c.mc)), i64(c.m));
           Value* n1 = smin(b_.CreateAdd(n0, i64(c.nc)), i64(c.n));
           Value* rest = batch;

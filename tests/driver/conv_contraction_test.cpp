@@ -23,7 +23,8 @@ struct ConvCase {
   int64_t batch, cin, cout, h, w, kernel, stride, dilation;
   std::vector<int64_t> pads;  // top, left, bottom, right
   bool constantWeights;
-  bool transposedGemm;  // expected at -O2
+  bool transposedGemm;             // expected at -O2
+  bool columnBlocksOuter = false;  // expected at -O2 (weights over half of L2, outweighing the patches)
 };
 
 const ConvCase kConvCases[] = {
@@ -47,6 +48,9 @@ const ConvCase kConvCases[] = {
     {"Pointwise128", 2, 128, 20, 7, 7, 1, 1, 1, {0, 0, 0, 0}, true, true},
     {"Pointwise128WholePanels", 1, 128, 20, 8, 16, 1, 1, 1, {0, 0, 0, 0}, true, false},
     {"Pointwise64", 1, 64, 20, 5, 14, 1, 1, 1, {0, 0, 0, 0}, true, false},
+    // ResNet's last stage: 49 pixels against 4.7 MB of weights: tasks run column block by column
+    // block, each block of weights read by all the row blocks (tiles crossing output rows, an edge tile).
+    {"WeightsOutweighPatches", 1, 512, 256, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, true, true},
 };
 
 void runConv(const ConvCase& c, int optLevel) {
@@ -105,6 +109,7 @@ void runConv(const ConvCase& c, int optLevel) {
   EXPECT_NE(kernels.find("contraction batch="), std::string::npos) << "no packed contraction:\n" << kernels;
   if (optLevel >= 2) {
     EXPECT_EQ(kernels.find(" transposed ") != std::string::npos, c.transposedGemm) << kernels;
+    EXPECT_EQ(kernels.find(" column-blocks-outer") != std::string::npos, c.columnBlocksOuter) << kernels;
   }
   Expected<std::vector<Tensor>> got = (*model)->run(inputs);
   ASSERT_TRUE(got.isOk()) << got.status().message();
