@@ -120,7 +120,7 @@ struct CaseTimes {
 };
 
 // input_K.pb belongs to the K-th graph input that is not an initializer (modelInputNames).
-CaseResult runCaseUntimed(const std::string& dir, const CommonOptions& o, CaseTimes& times) {
+CaseResult runCaseRecordingTimes(const std::string& dir, const CommonOptions& o, CaseTimes& times) {
   const std::string model = dir + "/model.onnx";
   std::vector<std::string> dataDirs;
   for (const std::string& n : listDir(dir))
@@ -187,7 +187,7 @@ CaseResult runCaseUntimed(const std::string& dir, const CommonOptions& o, CaseTi
 
 CaseResult runCase(const std::string& dir, const CommonOptions& o) {
   CaseTimes times;
-  CaseResult r = runCaseUntimed(dir, o, times);
+  CaseResult r = runCaseRecordingTimes(dir, o, times);
   if (CaseTimes::wanted()) r.detail += times.describe();
   return r;
 }
