@@ -75,6 +75,21 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   }
 }
 
+// A conv whose weights outweigh its patches (ResNet's 7 x 7 and 14 x 14 stages: 49 pixels x 4608
+// against 9.4 MB of weights) runs its tasks column block by column block, each block of weights
+// sized to stay in L2 while every row block reads it: the weights come from memory once instead of
+// once per row block. Eight chained 7 x 7 3 x 3 convs, 1 thread: 20.4-21.3 -> 17.4-17.6 ms; ResNet-18
+// 27.6-28.1 -> 26.4 ms. Only for a conv's patches, read in place (cheap to re-read per task): a plain
+// GEMM's run-time A would be repacked by every task (GPT-2's block 14 -> 16 ms when tried).
+void chooseColumnBlocksOuter(const kir::TileTarget& t, kir::Contraction& c) {
+  const double aBytes = 4.0 * static_cast<double>(c.m) * static_cast<double>(c.k);
+  const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n);
+  c.columnBlocksOuter = c.transposed && c.mBlocks() > 1 && c.nBlocks() > 1 && bBytes > aBytes &&
+                        bBytes > static_cast<double>(t.l2Bytes) / 2;
+  if (!c.columnBlocksOuter) return;
+  while (c.nc > c.nr && std::min(c.kc, c.k) * c.nc * 4 > t.l2Bytes / 2) c.nc = roundUp(c.nc / 2, c.nr);
+}
+
 // Cache blocks for this shape, then split until there are tasks enough for the thread pool (the
 // thread count is a run-time option, so aim for a few tasks per core of a large machine), but never
 // below about 2 us of work per task (0.25 MFLOP): a task repacks its A block and hands work to a
@@ -133,6 +148,7 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
       break;
     }
   }
+  chooseColumnBlocksOuter(t, c);
 }
 
 // An operand's element (batch b, row or column r, reduction index p) at
@@ -256,21 +272,6 @@ InputLayout tiledLayout(const Shape& shape, int tiledAxis, int64_t width, int64_
 
 }  // namespace
 
-// A conv whose weights outweigh its patches (ResNet's 7 x 7 and 14 x 14 stages: 49 pixels x 4608
-// against 9.4 MB of weights) runs its tasks column block by column block, each block of weights
-// sized to stay in L2 while every row block reads it: the weights come from memory once instead of
-// once per row block. Eight chained 7 x 7 3 x 3 convs, 1 thread: 20.4-21.3 -> 17.4-17.6 ms; ResNet-18
-// 27.6-28.1 -> 26.4 ms. Only for a conv's patches, read in place (cheap to re-read per task): a plain
-// GEMM's run-time A would be repacked by every task (GPT-2's block 14 -> 16 ms when tried).
-void chooseColumnBlocksOuter(const kir::TileTarget& t, kir::Contraction& c) {
-  const double aBytes = 4.0 * static_cast<double>(c.m) * static_cast<double>(c.k);
-  const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n);
-  c.columnBlocksOuter = c.transposed && c.mBlocks() > 1 && c.nBlocks() > 1 && bBytes > aBytes &&
-                        bBytes > static_cast<double>(t.l2Bytes) / 2;
-  if (!c.columnBlocksOuter) return;
-  while (c.nc > c.nr && std::min(c.kc, c.k) * c.nc * 4 > t.l2Bytes / 2) c.nc = roundUp(c.nc / 2, c.nr);
-}
-
 Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group, const std::string& kernelName,
                                                              const kir::TileTarget& target) {
   using Result = std::optional<LoweredContraction>;
@@ -350,7 +351,6 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // A row tile sweeping the panels writes its output rows front to back; its panels then come from
   // L2, so B's block must fit there (a transposed tile's rows are output columns: not for it).
   c.rowTilesOuter = !transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2;
-  chooseColumnBlocksOuter(target, c);
   // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack,
   // with B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked: up to
   // 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels).

@@ -13,6 +13,7 @@
 
 #include "runtime/cuda/cuda_executor.h"
 #include "runtime/cuda/emulator.h"
+#include "tests/driver/driver_test_util.h"
 
 namespace nnc::rt::cuda {
 namespace {
@@ -313,9 +314,8 @@ int primaryRetains(const DriverApi& api) {
 // nnc test's case worker keeps the primary context alive between models with a PrimaryContextHold, so
 // that the driver does not destroy it with each case's executor and build it again for the next.
 TEST(EmulatedDriverContext, PrimaryContextHoldRetainsTheContextWhileItLives) {
-  const char* before = std::getenv("NNC_CUDA_EMULATE");
-  const std::string saved = before ? before : "";
-  ::setenv("NNC_CUDA_EMULATE", "1", 1);  // the hold opens the driver the executor would: the emulator
+  // The hold opens the driver the executor would: the emulator.
+  nnc::testing::ScopedEnv emulate("NNC_CUDA_EMULATE", "1");
   std::string why;
   const DriverApi* api = emu::openEmulatedDriver(&why);
   ASSERT_NE(api, nullptr) << why;
@@ -326,10 +326,6 @@ TEST(EmulatedDriverContext, PrimaryContextHoldRetainsTheContextWhileItLives) {
     EXPECT_EQ(primaryRetains(*api), others + 1);
   }
   EXPECT_EQ(primaryRetains(*api), others);  // released with the hold
-  if (before)
-    ::setenv("NNC_CUDA_EMULATE", saved.c_str(), 1);
-  else
-    ::unsetenv("NNC_CUDA_EMULATE");
 }
 
 }  // namespace
