@@ -20,6 +20,7 @@
 #        - `nnc test --target=cuda --rtol=1e-4 --atol=1e-5` over the real models,
 #        - compute-sanitizer memcheck and racecheck over the real-model suite, when present,
 #        - bench/gpu_bench.py: nnc eager/fused vs PyTorch eager and torch.compile on the real models,
+#      STAGES="conformance models" (stage names, or their part before '_') runs only those stages;
 #      and writes $OUT/gpu_report.md (device, driver, date, each stage's result and pass counts) plus
 #      the full logs and the passing lists (cuda_passing_O0.txt, cuda_passing_O2.txt).
 #
@@ -112,9 +113,16 @@ prepare() {
 # --- run (on the GPU machine) ----------------------------------------------------------------
 
 REPORT=""
-FAILED=0
 
 note() { echo "$*" | tee -a "$REPORT"; }
+
+# Whether STAGES (when set) names the stage NAME or its part before '_'.
+selected() {
+  [ -z "${STAGES:-}" ] && return 0
+  local t
+  for t in $STAGES; do [ "$t" = "$1" ] || [ "$t" = "${1%%_*}" ] && return 0; done
+  return 1
+}
 
 # stage NAME LIMIT_S COMMAND...: runs a stage under a time limit, logs it to $OUT/NAME.log and
 # records pass/fail in the report. Stages may run in the background: failure is read back from the
@@ -124,6 +132,10 @@ stage() {
   shift 2
   local log="$OUT/$name.log"
   local start=$SECONDS
+  if ! selected "$name"; then
+    note "- $name: not selected (STAGES=$STAGES)"
+    return 0
+  fi
   if [ "$SECONDS" -ge "$DEADLINE" ]; then
     note "- $name: FAILED, not started (the run's ${BUDGET_S} s budget was spent)"
     return 1
@@ -165,7 +177,7 @@ sharded_test() {
   }
   trap 'merge; exit 124' TERM
   for ((k = 0; k < shards; k++)); do
-    "$NNC" test --shard=$k/$shards "$@" >"$OUT/.$name.$k.log" 2>&1 &
+    NNC_TEST_TIMES=1 "$NNC" test --shard=$k/$shards "$@" >"$OUT/.$name.$k.log" 2>&1 &
     pids+=($!)
   done
   local rc=0 pid
@@ -277,7 +289,7 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
   # Alone on the GPU: DeviceMemoryStaysFlatOverCreateRunDestroy reads the device's free memory,
   # which other processes' allocations would move (it failed so beside the conformance shards).
   stage cuda_tests 240 "$BUILD/tests/nnc_cuda_tests" --gtest_output="xml:$OUT/cuda_tests.xml"
-  if grep -q 'no CUDA driver/GPU' "$OUT/cuda_tests.log"; then
+  if grep -qs 'no CUDA driver/GPU' "$OUT/cuda_tests.log"; then
     note "- cuda_tests: FAILED: GPU tests SKIPPED for want of a device: $(grep -m1 -o 'no CUDA driver/GPU: .*' "$OUT/cuda_tests.log")"
   fi
 
@@ -340,7 +352,7 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
     else
       note "- gpu_bench: FAILED, not run (python3 lacks torch or onnx)"
     fi
-  else
+  elif selected models || selected sanitizer || selected gpu_bench; then
     note "- models: FAILED, not run (no real models in $models)"
   fi
 

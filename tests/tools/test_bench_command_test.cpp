@@ -165,6 +165,24 @@ TEST_F(TestCommand, ACrashFailsThatCaseAloneInBothIsolationModes) {
   EXPECT_EQ(reports[0], reports[1]);
 }
 
+// A worker process outlives passing and skipped cases (a skip is decided before anything reaches a
+// device) and ends after a failing one; NNC_TEST_TIMES=1 marks each case that started a worker.
+TEST_F(TestCommand, OnlyAFailingCaseEndsTheWorker) {
+  addGoodCase("test_a");
+  addUnsupportedCase("test_b");
+  addGoodCase("test_c");
+  addWrongCase("test_d");
+  addGoodCase("test_e");
+  RunResult r = runNnc({"test", "cases"}, dir.path(), {{"NNC_TEST_WORKER", "1"}, {"NNC_TEST_TIMES", "1"}});
+  EXPECT_EQ(r.exitCode, 1) << r;
+  std::vector<std::string> started;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (contains(line, "[new worker]")) started.push_back(line.substr(5, line.find(':') - 5));
+  EXPECT_EQ(started, (std::vector<std::string>{"test_a", "test_e"})) << r;
+  EXPECT_TRUE(contains(r.out, "3 passed, 1 failed, 1 skipped\n")) << r;
+}
+
 TEST_F(TestCommand, BadShardIsRejected) {
   addGoodCase("test_a");
   for (const char* shard : {"2/2", "a/2", "1/x", "1", "-1/2"}) {

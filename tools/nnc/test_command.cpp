@@ -299,8 +299,11 @@ bool readMessage(int fd, std::string* msg) {
 // device's primary context held once per worker instead of once per case (PrimaryContextHold: on an
 // H200, 2026-11-26, a case took ~3.3 s with 16 processes while each case re-created the context, ~35 ms
 // where something kept it alive). A case that crashes or times out
-// ends the worker, and so does any case that does not pass (a sticky device error must not leak into the next case):
-// the next case starts a new one. Results are those of runCaseIsolated.
+// ends the worker, and so does a failing case (a sticky device error must not leak into the next case):
+// the next case starts a new one. A skipped case does not: a skip is decided before anything reaches
+// the device (unsupported operator or element type at import, test data or compile), and restarting
+// for it cost each of the suite's ~340 skips a new context (~1.5 s with 8 processes, H100 2026-11-27).
+// Results are those of runCaseIsolated.
 class CaseWorker {
  public:
   explicit CaseWorker(const CommonOptions& o) : o_(o) {}
@@ -309,6 +312,7 @@ class CaseWorker {
   CaseWorker& operator=(const CaseWorker&) = delete;
 
   CaseResult run(const std::string& dir) {
+    startedForLastCase_ = pid_ < 0;
     if (pid_ < 0 && !start()) return runCaseIsolated(dir, o_);
     std::string reply;
     if (!writeMessage(toChild_, dir) || !readMessage(fromChild_, &reply) || reply.empty()) {
@@ -316,9 +320,12 @@ class CaseWorker {
       return crashResult(status);
     }
     CaseResult r = decode(reply);
-    if (r.outcome != Outcome::Pass) stop();
+    if (r.outcome == Outcome::Fail) stop();
     return r;
   }
+
+  // Whether the last run() started a worker process (for NNC_TEST_TIMES: what a new process costs).
+  bool startedForLastCase() const { return startedForLastCase_; }
 
  private:
   bool start() {
@@ -373,6 +380,7 @@ class CaseWorker {
   const CommonOptions& o_;
   pid_t pid_ = -1;
   int toChild_ = -1, fromChild_ = -1;
+  bool startedForLastCase_ = false;
 };
 
 // Whether a CUDA device is usable, asked in a child process: CUDA does not survive fork(), so the
@@ -445,8 +453,10 @@ int testCommand(const CommonOptions& o) {
     const std::string name = baseName(c);
     const CaseTimes::Clock::time_point start = CaseTimes::Clock::now();
     CaseResult r = useWorker ? worker.run(c) : runCaseIsolated(c, o);
-    if (CaseTimes::wanted())
+    if (CaseTimes::wanted()) {
       r.detail += " [" + std::to_string(static_cast<int>(CaseTimes::since(start))) + " ms in all]";
+      if (useWorker && worker.startedForLastCase()) r.detail += " [new worker]";
+    }
     const bool listed = expected.count(name) != 0;
     switch (r.outcome) {
       case Outcome::Pass:
