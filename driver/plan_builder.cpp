@@ -214,6 +214,9 @@ class PlanBuilder {
     int64_t work = 0;
     if (__builtin_mul_overflow(c.mc, c.nc, &work) || __builtin_mul_overflow(work, c.k, &work)) work = INT64_MAX;
     step.workPerPoint = std::max<int64_t>(1, work);
+    // Column block by column block: a block's row-block tasks share its weights (kernel_lowering
+    // numbers the tasks so that they are consecutive).
+    if (c.columnBlocksOuter) step.chunkGranule = c.mBlocks();
     step.origin = originOf(group);
     out_.plan.steps.push_back(std::move(step));
     out_.kernels.push_back(std::move(lk.kernel));

@@ -200,7 +200,8 @@ nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor*
     void* const* ptrs = stepArgs_[i].data();
     auto start = std::chrono::steady_clock::now();
     if (KernelFn fn = kernelFns_[i]) {
-      pool_->parallelFor(s.outerSize, minChunk_[i], [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); });
+      pool_->parallelFor(s.outerSize, minChunk_[i], s.chunkGranule,
+                         [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); });
       if (!s.check.empty()) {
         // A check step: stop before any step reads data that broke the contract.
         const auto* result = static_cast<const int64_t*>(ptrs[s.args.size() - 1]);

@@ -16,10 +16,13 @@
 // Version 3 appends, after that:
 //   str check[numSteps] (empty unless the step is a check step)
 // Version 4 adds step kind 2 (Library) and no new fields.
+// Version 5 appends, after the checks:
+//   i64 chunkGranule[numSteps] (1 unless a kernel's outer points come in groups a thread should
+//   keep together)
 // Older versions (without those tails) are still read: version 1 as target cpu with thread-per-point
-// steps, versions 1 and 2 without check steps. The writer always writes the newest version, so the
-// encoding is canonical for it: an accepted byte string of the newest version re-serializes to
-// itself (an older one re-serializes in the newest version).
+// steps, versions 1 and 2 without check steps, versions 1 to 4 with granules of 1. The writer always writes the newest
+// version, so the encoding is canonical for it: an accepted byte string of the newest version re-serializes to itself
+// (an older one re-serializes in the newest version).
 #include "runtime/plan.h"
 
 #include <algorithm>
@@ -32,7 +35,7 @@ namespace nnc::rt {
 namespace {
 
 constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 constexpr uint32_t kOldestVersion = 1;
 
 // Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
@@ -325,6 +328,9 @@ bool validatePlan(const Plan& plan, std::string* error) {
     }
     if (s.outerSize < 0) return fail(error, prefix + "negative outer size " + std::to_string(s.outerSize));
     if (s.workPerPoint < 0) return fail(error, prefix + "negative work per point " + std::to_string(s.workPerPoint));
+    if (s.chunkGranule < 1 || (s.kind != StepKind::Kernel && s.chunkGranule != 1))
+      return fail(error, prefix + "chunk granule " + std::to_string(s.chunkGranule) +
+                             (s.chunkGranule < 1 ? " is not positive" : " on a step that is not a kernel"));
     if (s.gpuMapping > kLastGpuMapping)
       return fail(error, prefix + "unknown GPU mapping " + std::to_string(static_cast<int>(s.gpuMapping)));
     if (!s.check.empty()) {
@@ -399,6 +405,7 @@ std::vector<uint8_t> serializePlan(const Plan& plan) {
   w.u8(static_cast<uint8_t>(plan.target));
   for (const Step& s : plan.steps) w.u8(static_cast<uint8_t>(s.gpuMapping));
   for (const Step& s : plan.steps) w.str(s.check);
+  for (const Step& s : plan.steps) w.i64(s.chunkGranule);
   return w.take();
 }
 
@@ -451,6 +458,9 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
   if (version >= 3) {
     for (uint32_t i = 0; i < numSteps && r.ok(); ++i) p.steps[i].check = r.str("step check");
   }
+  if (version >= 5) {
+    for (uint32_t i = 0; i < numSteps && r.ok(); ++i) p.steps[i].chunkGranule = r.i64("step chunk granule");
+  }
   if (!r.ok()) return fail(error, r.error());
   if (r.left() != 0) return fail(error, std::to_string(r.left()) + " trailing bytes after the plan");
   std::string message;
@@ -497,6 +507,7 @@ std::string printPlan(const Plan& plan) {
     out += ")";
     if (s.kind == StepKind::Kernel) {
       out += " outer=" + std::to_string(s.outerSize);
+      if (s.chunkGranule != 1) out += " granule=" + std::to_string(s.chunkGranule);
       if (plan.target == Target::Cuda) out += std::string(" ") + gpuMappingName(s.gpuMapping);
     }
     if (!s.check.empty()) out += " check";

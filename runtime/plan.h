@@ -61,6 +61,10 @@ struct Step {
   std::string origin;           // graph node(s) it came from, for errors and profiles
   GpuMapping gpuMapping = GpuMapping::ThreadPerPoint;  // Kernel on Target::Cuda (version 2)
   std::string check;  // Kernel: non-empty for a check step, what it requires (version 3)
+  // Kernel: outer points that one thread should run together where there are enough such groups (a
+  // contraction run column block by column block: the row blocks of one block of weights); 1 if any
+  // split will do (version 5).
+  int64_t chunkGranule = 1;
 };
 
 // A check step (Step::check non-empty) is a kernel that tests a contract on data (indices in range)
@@ -77,7 +81,7 @@ struct Plan {
   Target target = Target::Cpu;  // version 2
 };
 
-// A stable little-endian binary encoding (versioned: writes version 4, reads 1 to 4); deserialize
+// A stable little-endian binary encoding (versioned: writes version 5, reads 1 to 5); deserialize
 // checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);

@@ -149,7 +149,8 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::numThreads() const { return static_cast<int>(impl_->workers.size()) + 1; }
 
-void ThreadPool::parallelFor(int64_t total, int64_t minChunk, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
+                             const std::function<void(int64_t, int64_t)>& fn) {
   if (total <= 0) return;
   minChunk = std::max<int64_t>(minChunk, 1);
   int threads = numThreads();
@@ -164,6 +165,11 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, const std::functio
   // that much work amortises handing it out.
   constexpr int64_t kChunksPerThread = 16;
   int64_t chunk = std::max(minChunk, (total + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
+  // Whole groups: a conv run column block by column block has granule = its row blocks, which all
+  // read one block of weights. Split between threads, both threads fetched every block: ResNet-18's
+  // 7 x 7 layers at 2 threads 1.18-1.29 -> 0.99-1.02 ms. Only with two groups or more per thread, so
+  // that the threads stay balanced.
+  if (granule > 1 && total / granule >= 2 * threads) chunk = (chunk + granule - 1) / granule * granule;
   int64_t numChunks = (total + chunk - 1) / chunk;
   if (numChunks <= 1) {
     fn(0, total);

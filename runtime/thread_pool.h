@@ -16,7 +16,12 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   int numThreads() const;
   // Calls fn(begin, end) over [0, total) in chunks of at least minChunk; returns when all are done.
-  void parallelFor(int64_t total, int64_t minChunk, const std::function<void(int64_t, int64_t)>& fn);
+  // Where [0, total) holds at least two groups of `granule` points per thread, chunks are whole
+  // groups (points of a group share data one thread should keep in its cache).
+  void parallelFor(int64_t total, int64_t minChunk, const std::function<void(int64_t, int64_t)>& fn) {
+    parallelFor(total, minChunk, 1, fn);
+  }
+  void parallelFor(int64_t total, int64_t minChunk, int64_t granule, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   struct Impl;

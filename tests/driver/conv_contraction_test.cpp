@@ -110,6 +110,9 @@ void runConv(const ConvCase& c, int optLevel) {
   if (optLevel >= 2) {
     EXPECT_EQ(kernels.find(" transposed ") != std::string::npos, c.transposedGemm) << kernels;
     EXPECT_EQ(kernels.find(" column-blocks-outer") != std::string::npos, c.columnBlocksOuter) << kernels;
+    // Column block by column block, a thread takes all the row blocks of a block of weights.
+    const std::string& plan = (*model)->report().plan;
+    EXPECT_EQ(plan.find(" granule=") != std::string::npos, c.columnBlocksOuter) << plan;
   }
   Expected<std::vector<Tensor>> got = (*model)->run(inputs);
   ASSERT_TRUE(got.isOk()) << got.status().message();

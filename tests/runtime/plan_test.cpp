@@ -39,6 +39,7 @@ void expectSamePlan(const Plan& a, const Plan& b) {
     EXPECT_EQ(a.steps[i].origin, b.steps[i].origin);
     EXPECT_EQ(a.steps[i].gpuMapping, b.steps[i].gpuMapping);
     EXPECT_EQ(a.steps[i].check, b.steps[i].check);
+    EXPECT_EQ(a.steps[i].chunkGranule, b.steps[i].chunkGranule);
   }
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.arenaSize, b.arenaSize);
@@ -61,6 +62,7 @@ Step topKStep() {
 Plan richPlan() {
   Plan p = testing::makeAddDoublePlan(3, 5);
   p.steps[0].check = "node 'g' (Gather): input 1 ('i', 2 elements) must be in [-3, 2]";
+  p.steps[1].chunkGranule = 3;
   p.inputs.push_back({"indices", /*dtype=*/7, {2}, 16});
   p.outputs.push_back({"scalar", /*dtype=*/11, {}, 8});
   p.buffers.push_back({BufferKind::Input, 1, 16});
@@ -95,10 +97,11 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   s.outerSize = 3;
   s.workPerPoint = 5;
   s.origin = "o";
+  s.chunkGranule = 3;
   p.steps.push_back(s);
   // Written out by hand from the format description in runtime/plan.cpp.
   std::vector<uint8_t> expected = {
-      'N',  'N',  'C', 'P', 4,   0,   0, 0,                             // magic, version 4
+      'N',  'N',  'C', 'P', 5,   0,   0, 0,                             // magic, version 5
       0x02, 0x01, 0,   0,   0,   0,   0, 0,                             // arena size
       16,   0,    0,   0,   0,   0,   0, 0,                             // weights size
       0,    0,    0,   0,   0,   0,   0, 0,                             // no inputs, no outputs
@@ -113,12 +116,20 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
       0,                                                                // version 2: target cpu
       0,                                                                // version 2: step 0 thread per point
       0,    0,    0,   0,                                               // version 3: step 0 checks nothing
+      3,    0,    0,   0,   0,   0,   0, 0,                             // version 5: step 0 chunk granule 3
   };
   EXPECT_EQ(serializePlan(p), expected);
   Plan back;
   std::string error;
   ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &back, &error)) << error;
   expectSamePlan(p, back);
+  // Version 4 (no granule tail: every granule 1) still reads.
+  expected[4] = 4;
+  expected.resize(expected.size() - 8);
+  p.steps[0].chunkGranule = 1;
+  Plan v4;
+  ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &v4, &error)) << error;
+  expectSamePlan(p, v4);
   // Version 3 (the same fields; no library steps) still reads.
   expected[4] = 3;
   Plan v3;
@@ -156,14 +167,14 @@ TEST(Plan, RejectsBadHeader) {
   bad[0] = 'X';
   EXPECT_EQ(deserializeError(bad), "not an nnc plan (bad magic)");
   bad = bytes;
-  bad[4] = 5;
-  EXPECT_EQ(deserializeError(bad), "unsupported plan version 5 (this runtime reads versions 1 to 4)");
+  bad[4] = 6;
+  EXPECT_EQ(deserializeError(bad), "unsupported plan version 6 (this runtime reads versions 1 to 5)");
   EXPECT_EQ(deserializeError({'N', 'N'}), "not an nnc plan (bad magic)");
   bad = bytes;
   bad.push_back(0);
   EXPECT_EQ(deserializeError(bad), "1 trailing bytes after the plan");
   bad.assign(bytes.begin(), bytes.end() - 1);
-  EXPECT_EQ(deserializeError(bad), "truncated plan: step check runs past the end");
+  EXPECT_EQ(deserializeError(bad), "truncated plan: step chunk granule runs past the end");
   Plan p;
   std::string error;
   EXPECT_FALSE(deserializePlan(nullptr, 0, &p, &error));
@@ -227,6 +238,9 @@ TEST(Plan, ValidationMessages) {
   bad = p;
   bad.steps[0].gpuMapping = static_cast<GpuMapping>(7);
   EXPECT_EQ(validateError(bad), "step 0 (add_node): unknown GPU mapping 7");
+  bad = p;
+  bad.steps[0].chunkGranule = 0;
+  EXPECT_EQ(validateError(bad), "step 0 (add_node): chunk granule 0 is not positive");
 
   // Builtin steps: the parameter block's layout and the buffers it implies (richPlan's TopK step).
   const Plan rich = richPlan();
@@ -235,6 +249,8 @@ TEST(Plan, ValidationMessages) {
     corrupt(q);
     return validateError(q);
   };
+  EXPECT_EQ(topKError([](Plan& q) { q.steps[2].chunkGranule = 2; }),
+            "step 2 (TopK_3): chunk granule 2 on a step that is not a kernel");
   EXPECT_EQ(topKError([](Plan& q) { q.steps[2].name = "nnc_builtin_nonexistent"; }),
             "step 2 (TopK_3): unknown builtin 'nnc_builtin_nonexistent'");
   EXPECT_EQ(topKError([](Plan& q) { q.steps[2].params.pop_back(); }),

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace nnc::rt {
@@ -87,6 +88,28 @@ TEST(ThreadPool, UsesSeveralThreadsForLargeTotals) {
   });
   EXPECT_GT(ids.size(), 1u);
   EXPECT_LE(ids.size(), 4u);
+}
+
+// With two groups or more per thread, every chunk is whole groups; with fewer, the chunks split the
+// groups (balance first). Either way each point runs once.
+TEST(ThreadPool, ChunksKeepGranulesWholeWhereThereAreEnough) {
+  ThreadPool pool(2);
+  for (const auto& [total, granule, whole] :
+       {std::tuple<int64_t, int64_t, bool>{64, 4, true}, {68, 4, true}, {64, 32, false}}) {
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(total));
+    pool.parallelFor(total, 1, granule, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      std::lock_guard<std::mutex> lock(m);
+      ranges.emplace_back(begin, end);
+    });
+    for (size_t k = 0; k < hits.size(); ++k) ASSERT_EQ(hits[k].load(), 1) << total << " " << k;
+    bool allWhole = true;
+    for (const auto& [begin, end] : ranges) allWhole = allWhole && begin % granule == 0 && end % granule == 0;
+    EXPECT_EQ(allWhole, whole) << "total " << total << ", granule " << granule << ", " << ranges.size() << " chunks";
+    EXPECT_GT(ranges.size(), 2u) << total << " " << granule;
+  }
 }
 
 TEST(ThreadPool, NestedCallsRunInline) {
