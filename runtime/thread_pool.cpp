@@ -1,12 +1,17 @@
-// ThreadPool: sleeping workers, chunks claimed from an atomic counter, the caller participating.
+// ThreadPool: sleeping workers, chunks claimed from atomic counters, the caller participating.
 //
 // Protocol for one parallelFor (all fields below the mutex are guarded by it):
 //   caller: publish the job, open it with `slots` worker places, bump the generation, wake workers,
 //           run chunks itself, then close the job and wait until every worker that joined has left.
 //   worker: sleep until the generation changes; if the job is still open and has a free slot, join
-//           (active++), run chunks until the counter passes the end, leave (active--).
-// A worker that wakes after the job closed does nothing, so a descheduled worker never holds up the
-// caller unless it had already claimed a chunk.
+//           (active++, taking the next participant number), run chunks until every span is claimed,
+//           leave (active--).
+// The chunks are cut into one contiguous span per participant (the caller and each worker place);
+// a participant claims the chunks of its own span front to back, then steals what is left of the
+// others' spans from their backs. So neighbouring chunks run on one thread (their output cache lines
+// are not shared between cores, their input streams stay sequential) even while a thief and the
+// owner share a span, and a descheduled or late thread's span is taken by the others: it never
+// holds up the caller unless it had already claimed a chunk.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
@@ -50,11 +55,31 @@ struct ThreadPool::Impl {
     int64_t total = 0;
     int64_t chunk = 1;
     int64_t numChunks = 0;
+    int participants = 1;
+  };
+  // One participant's span of chunks [front, back), both in one word: the owner claims the front,
+  // thieves the back, each with a compare-and-swap. A cache line each: owners claim without
+  // contention. (Chunk numbers fit 32 bits: a job has at most 16 per thread.)
+  struct alignas(64) Span {
+    std::atomic<uint64_t> bounds{0};
+    static uint64_t pack(int64_t front, int64_t back) {
+      return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
+    }
+    // The chunk claimed from the front (or the back), or -1 when the span is empty.
+    int64_t claim(bool fromBack) {
+      uint64_t v = bounds.load(std::memory_order_relaxed);
+      for (;;) {
+        const int64_t front = static_cast<int64_t>(v >> 32), back = static_cast<int64_t>(v & 0xffffffffu);
+        if (front >= back) return -1;
+        const uint64_t next = fromBack ? pack(front, back - 1) : pack(front + 1, back);
+        if (bounds.compare_exchange_weak(v, next, std::memory_order_relaxed)) return fromBack ? back - 1 : front;
+      }
+    }
   };
 
   std::vector<std::thread> workers;
-  std::mutex submitMutex;  // one job at a time per pool (callers on other threads queue here)
-  std::atomic<int64_t> nextChunk{0};
+  std::mutex submitMutex;   // one job at a time per pool (callers on other threads queue here)
+  std::vector<Span> spans;  // numThreads(), set up by the caller for each job
 
   std::mutex mutex;
   std::condition_variable workCv;
@@ -65,6 +90,7 @@ struct ThreadPool::Impl {
   std::atomic<int> running{0};         // active, likewise
   bool jobOpen = false;
   int slots = 0;
+  int joined = 0;  // participant numbers handed out for this job (the caller is 0)
   int active = 0;
   bool stop = false;
 
@@ -83,15 +109,16 @@ struct ThreadPool::Impl {
     }
   }
 
-  void runChunks(const Job& j) {
+  void runChunks(const Job& j, int self) {
     bool wasInside = tlsInsideParallel;
     tlsInsideParallel = true;
-    for (;;) {
-      int64_t c = nextChunk.fetch_add(1, std::memory_order_relaxed);
-      if (c >= j.numChunks) break;
-      int64_t begin = c * j.chunk;
-      int64_t end = std::min(j.total, begin + j.chunk);
-      (*j.fn)(begin, end);
+    for (int k = 0; k < j.participants; ++k) {
+      Span& span = spans[static_cast<size_t>((self + k) % j.participants)];
+      for (int64_t c; (c = span.claim(/*fromBack=*/k != 0)) >= 0;) {
+        int64_t begin = c * j.chunk;
+        int64_t end = std::min(j.total, begin + j.chunk);
+        (*j.fn)(begin, end);
+      }
     }
     tlsInsideParallel = wasInside;
   }
@@ -109,10 +136,11 @@ struct ThreadPool::Impl {
       if (!jobOpen || slots == 0) continue;
       --slots;
       ++active;
+      const int self = ++joined;
       running.store(active, std::memory_order_release);
       Job j = job;
       lock.unlock();
-      runChunks(j);
+      runChunks(j, self);
       lock.lock();
       running.store(--active, std::memory_order_release);
       if (active == 0) doneCv.notify_all();
@@ -122,6 +150,7 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int numThreads) : impl_(new Impl) {
   int n = resolveNumThreads(numThreads);
+  impl_->spans = std::vector<Impl::Span>(static_cast<size_t>(n));
   impl_->workers.reserve(static_cast<size_t>(n - 1));
   for (int i = 1; i < n; ++i) {
 #if defined(__cpp_exceptions)
@@ -177,18 +206,24 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   }
 
   std::lock_guard<std::mutex> submit(impl_->submitMutex);
-  Impl::Job job{&fn, total, chunk, numChunks};
+  const int participants = static_cast<int>(std::min<int64_t>(numChunks, threads));
+  Impl::Job job{&fn, total, chunk, numChunks, participants};
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->job = job;
-    impl_->nextChunk.store(0, std::memory_order_relaxed);
-    impl_->slots = static_cast<int>(std::min<int64_t>(numChunks - 1, threads - 1));
+    for (int p = 0; p < participants; ++p) {
+      impl_->spans[static_cast<size_t>(p)].bounds.store(
+          Impl::Span::pack(numChunks * p / participants, numChunks * (p + 1) / participants),
+          std::memory_order_relaxed);
+    }
+    impl_->joined = 0;
+    impl_->slots = participants - 1;
     impl_->jobOpen = true;
     ++impl_->generation;
     impl_->published.store(impl_->generation, std::memory_order_release);
   }
   impl_->workCv.notify_all();
-  impl_->runChunks(job);
+  impl_->runChunks(job, 0);
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->jobOpen = false;
   if (impl_->active != 0) {

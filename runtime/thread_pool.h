@@ -1,6 +1,7 @@
-// A small thread pool for parallel loops. Workers sleep on a condition variable (no spinning), and
-// work is handed out in chunks from an atomic counter, so a thread that loses its core to another
-// process delays only its current chunk: the others take the rest.
+// A small thread pool for parallel loops. Workers poll briefly, then sleep on a condition variable;
+// work is cut into chunks, a contiguous span of them per thread, and a thread that has run its own
+// span steals from the back of the others', so a thread that loses its core to another process
+// delays only its current chunk: the others take the rest.
 #pragma once
 
 #include <cstdint>

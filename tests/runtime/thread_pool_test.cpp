@@ -112,6 +112,22 @@ TEST(ThreadPool, ChunksKeepGranulesWholeWhereThereAreEnough) {
   }
 }
 
+// Each thread runs a contiguous span of chunks and steals from the back of the others' spans, so
+// neighbouring points run on one thread (a shared counter handed out chunks alternately, and two cores
+// wrote the cache lines where neighbouring chunks meet: a 1 x 1 conv at 2 threads 0.044 -> 0.067 ms).
+TEST(ThreadPool, NeighbouringChunksRunOnOneThread) {
+  ThreadPool pool(2);
+  std::vector<std::thread::id> ranOn(64);
+  pool.parallelFor(64, 1, [&](int64_t begin, int64_t end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int64_t i = begin; i < end; ++i) ranOn[static_cast<size_t>(i)] = std::this_thread::get_id();
+  });
+  int switches = 0;
+  for (size_t i = 1; i < ranOn.size(); ++i) switches += ranOn[i] != ranOn[i - 1];
+  // Two spans, and at most a stolen run at the back of one: 1-3 (a shared counter gives ~31).
+  EXPECT_LE(switches, 3);
+}
+
 TEST(ThreadPool, NestedCallsRunInline) {
   ThreadPool pool(4);
   std::vector<std::atomic<int>> hits(100 * 50);
