@@ -33,6 +33,7 @@ TORCH_PYTHON = "/usr/bin/python3"
 TORCH_WORKER = os.path.join(REPO, "bench", "torch_worker.py")
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
+STEAL_PERCENT_LIMIT = 5.0  # per vCPU, during one measurement: a VM neighbour took a core
 # Models that take tens to hundreds of milliseconds per run in nnc get fewer iterations.
 SLOW_WORKLOADS = {"model_resnet18", "model_mobilenetv2", "resnet18_224", "resnet50_224", "mobilenetv2_224",
                   "squeezenet_224", "bert2_128", "gpt2_block_128", "layernorm_gelu_residual"}
@@ -43,6 +44,31 @@ SLOW_WORKLOADS = {"model_resnet18", "model_mobilenetv2", "resnet18_224", "resnet
 def load_average():
     with open("/proc/loadavg") as f:
         return [float(v) for v in f.read().split()[:3]]
+
+
+def cpu_ticks():
+    """Per CPU: (all ticks, steal ticks) from /proc/stat; {} where it is not readable."""
+    ticks = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *values = line.split()
+                if name.startswith("cpu") and name != "cpu":
+                    v = [int(x) for x in values]
+                    ticks[name] = (sum(v[:8]), v[7] if len(v) > 7 else 0)
+    except OSError:
+        pass
+    return ticks
+
+
+def steal_percent(before, after):
+    """The largest share of one CPU's time the hypervisor gave to other guests between two readings:
+    on a VM, a vCPU that loses its physical core stalls one pool thread (and then the whole run)."""
+    worst = 0.0
+    for cpu, (total, steal) in after.items():
+        if cpu in before and total > before[cpu][0]:
+            worst = max(worst, 100.0 * (steal - before[cpu][1]) / (total - before[cpu][0]))
+    return round(worst, 1)
 
 
 def cpu_info():
@@ -112,17 +138,20 @@ class Measurement:
 
     def __enter__(self):
         self.load_before = load_average()
+        self.ticks_before = cpu_ticks()
         self.start = time.time()
         return self
 
     def __exit__(self, *exc):
         self.load_after = load_average()
+        self.steal_pct = steal_percent(self.ticks_before, cpu_ticks())
         self.wall_s = time.time() - self.start
         return False
 
     def record(self, **fields):
         fields.update(load_before=self.load_before, load_after=self.load_after, wall_s=round(self.wall_s, 2),
-                      loaded=self.load_before[0] > LOAD_PER_CORE_LIMIT * self.cores)
+                      loaded=self.load_before[0] > LOAD_PER_CORE_LIMIT * self.cores, steal_pct=self.steal_pct,
+                      stolen=self.steal_pct > STEAL_PERCENT_LIMIT)
         return fields
 
 
@@ -393,7 +422,7 @@ def cell(m):
         return "n/a"
     if "error" in m:
         return "error"
-    mark = "†" if m.get("loaded") else ""
+    mark = ("†" if m.get("loaded") else "") + ("‡" if m.get("stolen") else "")
     return f"{m['median_ms']:.3f} ({m['p10_ms']:.3f}–{m['p90_ms']:.3f}){mark}"
 
 
@@ -402,6 +431,12 @@ def markdown(result):
     loaded = [m for w in rows for m in w["measurements"].values() if isinstance(m, dict) and m.get("loaded")]
     total = sum(1 for w in rows for m in w["measurements"].values() if isinstance(m, dict) and "median_ms" in m)
     lines = [f"# nnc CPU benchmarks, {result['date']}", ""]
+    stolen = [m for w in rows for m in w["measurements"].values() if isinstance(m, dict) and m.get("stolen")]
+    if stolen:
+        lines += [f"**Steal time:** during {len(stolen)} measurement(s) (marked ‡) the hypervisor gave more than "
+                  f"{STEAL_PERCENT_LIMIT}% of one vCPU's time to other guests (the worst: "
+                  f"{max(m['steal_pct'] for m in stolen)}%); a thread on that vCPU stalled, so those times "
+                  "are inflated, at 2 threads most.", ""]
     if loaded:
         lines += [f"**Preliminary, machine loaded:** the 1-minute load average was above {LOAD_PER_CORE_LIMIT} "
                   "per core "
