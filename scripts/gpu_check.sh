@@ -106,6 +106,10 @@ prepare() {
   echo "$node" >"$data/suites/node_path.txt"
   tar -C "$data" -cJf "$BUNDLE_DIR/testdata.tar.xz" suites || die "cannot write the test data"
   rm -rf "$data"
+  # The commit the binaries were built from: the GPU machine's copy of the repository may carry an
+  # older HEAD than the working tree it was sent (its report said the session's first commit).
+  { git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown; } | tr -d '\n' >"$BUNDLE_DIR/commit.txt"
+  git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo -n "+uncommitted" >>"$BUNDLE_DIR/commit.txt"
   echo "gpu_check: wrote $BUNDLE ($(du -h "$BUNDLE" | cut -f1)); libraries bundled: $(ls "$stage/libs" | tr '\n' ' ')"
   echo "gpu_check: on the GPU machine, carry .gpucheck and run: OUT=\$OUT scripts/gpu_check.sh run"
 }
@@ -244,7 +248,9 @@ run() {
   note "# nnc CUDA target: GPU check"
   note ""
   note "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  note "- commit: ${GPU_CHECK_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)} (working tree may differ)"
+  local built_from
+  built_from=$(cat "$BUNDLE_DIR/commit.txt" 2>/dev/null || git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  note "- commit: ${GPU_CHECK_COMMIT:-$built_from} (the build's; from .gpucheck/commit.txt where prepare wrote it)"
   note "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
   note "- host: $(nproc) cores; budget ${BUDGET_S} s; conformance in $((jobs / 2)) shards per level"
   note "- compute-sanitizer: $(command -v compute-sanitizer || echo 'not found')"
