@@ -428,10 +428,11 @@ def cell(m):
 
 def markdown(result):
     info, rows = result["machine"], result["workloads"]
-    loaded = [m for w in rows for m in w["measurements"].values() if isinstance(m, dict) and m.get("loaded")]
-    total = sum(1 for w in rows for m in w["measurements"].values() if isinstance(m, dict) and "median_ms" in m)
+    measured = [m for w in rows for m in w["measurements"].values() if isinstance(m, dict)]
+    loaded = [m for m in measured if m.get("loaded")]
+    stolen = [m for m in measured if m.get("stolen")]
+    total = sum(1 for m in measured if "median_ms" in m)
     lines = [f"# nnc CPU benchmarks, {result['date']}", ""]
-    stolen = [m for w in rows for m in w["measurements"].values() if isinstance(m, dict) and m.get("stolen")]
     if stolen:
         lines += [f"**Steal time:** during {len(stolen)} measurement(s) (marked ‡) the hypervisor gave more than "
                   f"{STEAL_PERCENT_LIMIT}% of one vCPU's time to other guests (the worst: "

@@ -90,7 +90,6 @@ struct ThreadPool::Impl {
   std::atomic<int> running{0};         // active, likewise
   bool jobOpen = false;
   int slots = 0;
-  int joined = 0;  // participant numbers handed out for this job (the caller is 0)
   int active = 0;
   bool stop = false;
 
@@ -136,7 +135,7 @@ struct ThreadPool::Impl {
       if (!jobOpen || slots == 0) continue;
       --slots;
       ++active;
-      const int self = ++joined;
+      const int self = job.participants - 1 - slots;  // workers are 1, 2, ... in the order they join
       running.store(active, std::memory_order_release);
       Job j = job;
       lock.unlock();
@@ -216,7 +215,6 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
           Impl::Span::pack(numChunks * p / participants, numChunks * (p + 1) / participants),
           std::memory_order_relaxed);
     }
-    impl_->joined = 0;
     impl_->slots = participants - 1;
     impl_->jobOpen = true;
     ++impl_->generation;
