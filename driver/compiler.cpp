@@ -66,6 +66,7 @@ const char* groupKindName(GroupKind kind) {
     case GroupKind::Contraction: return "contraction";
     case GroupKind::LibraryCall: return "library call";
     case GroupKind::HostBuiltin: return "host builtin";
+    case GroupKind::InPlace: return "in place";
   }
   return "?";
 }

@@ -78,13 +78,24 @@ class PlanBuilder {
       plan.outputs.push_back(describe(v, i < outputNames.size() ? outputNames[i] : v->name()));
       bufferOf_[v] = addBuffer({rt::BufferKind::Output, i, v->byteSize()});
     }
-    // Arena buffers: every group result that is not a graph output.
+    findSlices();
+    // Arena buffers: every group result that is not a graph output. A slice of an in-place
+    // concatenation lives inside the concatenation's bytes, which are live from the first slice's
+    // producer on.
+    std::map<const Value*, int> sliceProducer;
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       for (const Value* v : out_.groups[g].outputs) {
         if (bufferOf_.count(v)) continue;
         bufferOf_[v] = addBuffer({rt::BufferKind::Arena, 0, v->byteSize()});
-        lifetimes_[v] = {v->byteSize(), static_cast<int>(g), static_cast<int>(g)};
+        if (sliceOf_.count(v))
+          sliceProducer[v] = static_cast<int>(g);
+        else
+          lifetimes_[v] = {v->byteSize(), static_cast<int>(g), static_cast<int>(g)};
       }
+    }
+    for (const auto& [slice, g] : sliceProducer) {
+      passes::BufferLifetime& whole = lifetimes_.at(sliceOf_.at(slice).whole);
+      whole.firstStep = std::min(whole.firstStep, g);
     }
     NNC_RETURN_IF_ERROR(lowerContractions());
     for (size_t g = 0; g < out_.groups.size(); ++g) {
@@ -98,7 +109,8 @@ class PlanBuilder {
         } else if (v->isConstant() && !bufferOf_.count(v)) {
           bufferOf_[v] = addWeight(v->constant());
         }
-        auto it = lifetimes_.find(v);
+        auto slice = sliceOf_.find(v);
+        auto it = lifetimes_.find(slice != sliceOf_.end() ? slice->second.whole : v);
         if (it != lifetimes_.end()) it->second.lastStep = std::max(it->second.lastStep, static_cast<int>(g));
       }
     }
@@ -135,7 +147,25 @@ class PlanBuilder {
     for (const Value* v : values) lifetimes.push_back(lifetimes_.at(v));
     passes::ArenaLayout layout = passes::planArena(lifetimes, kAlignment);
     for (size_t i = 0; i < values.size(); ++i) out_.plan.buffers[bufferOf_.at(values[i])].offset = layout.offsets[i];
+    for (const auto& [slice, where] : sliceOf_)
+      out_.plan.buffers[bufferOf_.at(slice)].offset =
+          out_.plan.buffers[bufferOf_.at(where.whole)].offset + where.offset;
     out_.plan.arenaSize = layout.size;
+  }
+
+  // The inputs of in-place concatenations (GroupKind::InPlace; the fusion policy checked that each
+  // is a contiguous, 64-byte aligned slice of the result and computed by another group). A result
+  // nothing reads has no buffer to place them in: they keep their own.
+  void findSlices() {
+    for (const KernelGroup& group : out_.groups) {
+      if (group.kind != GroupKind::InPlace || group.outputs.empty()) continue;
+      const Node* concat = group.nodes.front();
+      uint64_t offset = 0;
+      for (const Value* in : concat->inputs()) {
+        sliceOf_[in] = {concat->output(0), offset};
+        offset += in->byteSize();
+      }
+    }
   }
 
   Status emitGroup(size_t index) {
@@ -147,6 +177,7 @@ class PlanBuilder {
         if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
         return emitLoopKernels(index);  // the contraction lowering declined it
       case GroupKind::LoopKernel: return emitLoopKernels(index);
+      case GroupKind::InPlace: return Status::ok();  // its inputs' producers wrote it
     }
     internalError(__FILE__, __LINE__, "unknown group kind");
   }
@@ -271,6 +302,11 @@ class PlanBuilder {
     return nullptr;
   }
   std::map<const Value*, passes::BufferLifetime> lifetimes_;
+  struct Slice {
+    const Value* whole;  // the concatenation
+    uint64_t offset;     // bytes into it
+  };
+  std::map<const Value*, Slice> sliceOf_;
 };
 
 }  // namespace

@@ -351,6 +351,19 @@ class ValidGen {
     if (rank == 0) return unaryAny(x);
     int axis = static_cast<int>(c_.range(0, rank - 1));
     Attributes a;
+    if (c_.percent(35)) {
+      // Computed values along an axis with only 1s before it: the contiguous slices an in-place
+      // concatenation places inside its result (passes/fusion.cpp, rule 4), read again later from
+      // the pool.
+      // Rows of 16 elements keep 4-byte slices 64-byte aligned, as the plan requires.
+      Shape s = x->shape();
+      s[0] = 1;
+      s[rank - 1] = 16;
+      Value* u = newInput(x->dtype(), s);
+      a.set("axis", int64_t{rank > 1 ? 1 : 0});
+      op(OpKind::Concat, {op(OpKind::Neg, {u}), op(OpKind::Abs, {u}), op(OpKind::Sign, {u})}, a);
+      return;
+    }
     if (c_.percent(50)) {
       std::vector<Value*> ins = {x};
       int more = static_cast<int>(c_.range(1, 2));

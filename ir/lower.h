@@ -21,6 +21,8 @@ enum class GroupKind {
   LibraryCall,  // anchored by a contraction the target's library runs, with the epilogue it applies
                 // itself (cuda: a cuBLASLt GEMM)
   HostBuiltin,  // one opaque op's host kernel
+  InPlace,      // one Concat that runs no step: the plan places its inputs inside its output, so their
+                // producers write it (passes/fusion.cpp, rule 4)
 };
 
 struct KernelGroup {

@@ -13,8 +13,13 @@
 //   3. Cost model of a prologue (recomputeCost): an elementwise producer broadcast into a larger
 //      elementwise consumer keeps its own kernel when the arithmetic it would repeat per reuse
 //      (OpDef::elementCost) outweighs its result's round trip through memory and one kernel.
+//   4. Concatenation in place: a Concat whose inputs are contiguous slices of its output (every axis
+//      before the concatenated one has extent 1) and are each computed by another group keeps a group
+//      of its own with no kernel (GroupKind::InPlace): the plan places each input inside the output,
+//      so their producers write the concatenation and no copy runs (SqueezeNet's fire modules,
+//      Inception's branches, DenseNet's layers).
 // A producer with several users is materialised once (no duplication yet).
-// The policy names no target and (but for Pad) no op: it asks op properties (OpDef) and the target's
+// The policy names no target and (but for Pad and Concat) no op: it asks op properties (OpDef) and the target's
 // contraction hooks (FusionOptions::contractions). A target's contraction anchors make groups of the
 // kind it says, taking only the prologue it folds into how they read their operands and the epilogue
 // it accepts — e.g. the cpu's packed GEMM folds strided views and im2col patches and takes a reshape
@@ -48,6 +53,7 @@ class Partitioner {
     epilogueJoined_.assign(nodes_.size(), 0);
     onlyDataMovement_.assign(nodes_.size(), true);
     folds_.assign(nodes_.size(), {false, false, false});
+    inPlace_.assign(nodes_.size(), false);
     const ContractionHooks& hooks = options_.contractions;
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const Node& n = *nodes_[i];
@@ -58,6 +64,7 @@ class Partitioner {
       for (int operand = -1; operand <= 1; ++operand)
         folds_[i][operand + 1] = hooks.foldsIntoOperand && hooks.foldsIntoOperand(n, operand);
     }
+    if (options_.enabled) markConcatsInPlace();
   }
 
   std::vector<KernelGroup> run() {
@@ -98,6 +105,7 @@ class Partitioner {
   GroupKind kindOf(const KernelGroup& g) {
     const Node* first = g.nodes.front();
     if (opFusionClass(first->op()) == FusionClass::Opaque) return GroupKind::HostBuiltin;  // alone in its group
+    if (inPlace_[index_.at(first)]) return GroupKind::InPlace;                             // alone too
     return isContraction(groupOf(first)) ? options_.contractions.kind : GroupKind::LoopKernel;
   }
 
@@ -168,6 +176,11 @@ class Partitioner {
       return FusionDecision::no("opaque op");
     const int pg = groupOf(p), cg = groupOf(consumer);
     if (pg == cg) return FusionDecision::no("already fused");
+    if (inPlace_[index_.at(p)])
+      return FusionDecision::no("'" + in->name() + "' is concatenated in place (its inputs' producers write it)");
+    if (inPlace_[index_.at(consumer)])
+      return FusionDecision::no("concatenated in place: the producer writes its slice of '" +
+                                consumer->output(0)->name() + "'");
     if (anchorOf_[pg] >= 0) return FusionDecision::no("the producer's group has its own anchor (one per kernel)");
     if (in->users().size() != 1 || in->isGraphOutput())
       return FusionDecision::no("'" + in->name() + "' has several users (not duplicated)");
@@ -236,6 +249,33 @@ class Partitioner {
     }
   }
 
+  // Rule 4: which Concats run in place. Each input must be a distinct value computed by another
+  // node (not a graph input, constant or output, nor another in-place Concat's result, whose bytes
+  // are placed already), and its slice must start 64-byte aligned like every buffer of the plan.
+  void markConcatsInPlace() {
+    std::set<const Value*> placed;  // a value goes inside at most one concatenation
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Node& n = *nodes_[i];
+      if (n.op() != OpKind::Concat || n.output(0)->isGraphOutput()) continue;
+      const Shape& out = n.output(0)->shape();
+      const std::optional<int> axis = normalizeAxis(n.attrs().getInt("axis"), out.rank());
+      if (!axis) continue;
+      bool ok = true;
+      for (int k = 0; k < *axis; ++k) ok = ok && out[k] == 1;
+      std::set<const Value*> inputs;
+      uint64_t offset = 0;
+      for (const Value* in : n.inputs()) {
+        ok = ok && in && in->producer() && !in->isGraphOutput() && !placed.count(in) && inputs.insert(in).second &&
+             !inPlace_[index_.at(in->producer())] && offset % 64 == 0;
+        if (!ok) break;
+        offset += in->byteSize();
+      }
+      if (!ok) continue;
+      inPlace_[i] = true;
+      placed.insert(inputs.begin(), inputs.end());
+    }
+  }
+
   const FusionOptions& options_;
   std::vector<Node*> nodes_;
   std::map<const Node*, int> index_;
@@ -244,6 +284,7 @@ class Partitioner {
   std::vector<bool> contractionAnchor_;  // per node: one of the target's contraction anchors
   std::vector<int> epilogueJoined_;      // per root: how many nodes joined it as epilogue
   std::vector<bool> onlyDataMovement_;   // per root: the group is injective ops only
+  std::vector<bool> inPlace_;            // per node: a Concat its inputs' producers write (rule 4)
   // Per root: every node of the group folds into a contraction's operand -1, 0, 1 (index + 1).
   std::vector<std::array<bool, 3>> folds_;
 };
@@ -293,10 +334,12 @@ std::vector<FusionCut> fusionCuts(const std::vector<KernelGroup>& groups, const 
 
 std::string printFusedGraph(const Graph& graph, const std::vector<KernelGroup>& groups) {
   std::ostringstream os;
-  os << "// " << groups.size() << " kernels for " << graph.numNodes() << " nodes\n";
+  const auto inPlace =
+      std::count_if(groups.begin(), groups.end(), [](const KernelGroup& g) { return g.kind == GroupKind::InPlace; });
+  os << "// " << groups.size() - static_cast<size_t>(inPlace) << " kernels for " << graph.numNodes() << " nodes\n";
   for (size_t i = 0; i < groups.size(); ++i) {
     const KernelGroup& g = groups[i];
-    os << "kernel " << i << " (";
+    os << (g.kind == GroupKind::InPlace ? "in place " : "kernel ") << i << " (";
     for (size_t j = 0; j < g.nodes.size(); ++j) os << (j ? ", " : "") << opName(g.nodes[j]->op());
     os << ")\n";
     for (const Node* n : g.nodes) os << "  " << printNode(*n) << "\n";

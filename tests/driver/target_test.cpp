@@ -42,6 +42,7 @@ const char* kindName(GroupKind kind) {
     case GroupKind::Contraction: return "contraction";
     case GroupKind::LibraryCall: return "library";
     case GroupKind::HostBuiltin: return "builtin";
+    case GroupKind::InPlace: return "in place";
   }
   return "?";
 }

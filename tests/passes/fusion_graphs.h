@@ -160,6 +160,17 @@ inline constexpr const char* kLayerNormTwoResults =
     "  %y = Relu(%n) : f32[4x8]\n"
     "}\n";
 
+// Concat of two computed values along an axis with only 1s before it: in place (no kernel), each
+// producer writing its slice; `a` is read again after the concatenation, from inside it.
+inline constexpr const char* kConcatInPlace =
+    "graph(%x: f32[1x16x4]) -> (%y: f32[1x32x4], %z: f32[1x16x4]) {\n"
+    "  %a = Relu(%x) : f32[1x16x4]\n"
+    "  %b = Exp(%x) : f32[1x16x4]\n"
+    "  %c = Concat(%a, %b) {axis=1} : f32[1x32x4]\n"
+    "  %y = Neg(%c) : f32[1x32x4]\n"
+    "  %z = Sigmoid(%a) : f32[1x16x4]\n"
+    "}\n";
+
 struct FusionCase {
   const char* name;
   const char* text;
@@ -191,6 +202,7 @@ inline constexpr FusionCase kFusionCases[] = {
     {"SoftmaxEpilogue", kSoftmaxEpilogue, 1, 1},
     {"ArgMaxCast", kArgMaxCast, 1, 1},
     {"LayerNormTwoResults", kLayerNormTwoResults, 2, 2},
+    {"ConcatInPlace", kConcatInPlace, 5, 4, 4},
 };
 
 }  // namespace nnc::testing

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -276,6 +277,54 @@ TEST(Fusion, GroupCountsOfTheSharedCases) {
     off.enabled = false;
     EXPECT_EQ(partitionIntoKernels(*g, off).size(), g->numNodes()) << c.name;
   }
+}
+
+// Rule 4: a Concat of computed slices runs in place, alone and kernel-less; the consumer reads the
+// concatenation from memory and the producers write their slices. Where the slices are not
+// contiguous (a batch of 2 before the axis), or one is a graph input, it is an ordinary inlined copy.
+TEST(Fusion, AConcatOfComputedContiguousSlicesRunsInPlace) {
+  auto g = parse(kConcatInPlace);
+  std::vector<FusionRefusal> refusals;
+  FusionOptions o;
+  o.refusals = &refusals;
+  std::vector<KernelGroup> groups = partitionIntoKernels(*g, o);
+  EXPECT_EQ(partition(*g), "a | b | c | y | z");
+  ASSERT_EQ(groups.size(), 5u);
+  EXPECT_EQ(groups[2].kind, GroupKind::InPlace);
+  for (size_t i : {0, 1, 3, 4}) EXPECT_EQ(groups[i].kind, GroupKind::LoopKernel) << i;
+  std::vector<FusionCut> cuts = fusionCuts(groups, refusals, true);
+  std::map<std::string, std::string> why;
+  for (const FusionCut& c : cuts) why[c.value->name() + " -> " + c.consumer->name()] = c.reason;
+  EXPECT_EQ(why["b -> c"], "not inlining b: concatenated in place: the producer writes its slice of 'c'");
+  EXPECT_EQ(why["c -> y"], "not inlining c: 'c' is concatenated in place (its inputs' producers write it)");
+
+  FusionOptions off;
+  off.enabled = false;
+  for (const KernelGroup& group : partitionIntoKernels(*g, off)) EXPECT_NE(group.kind, GroupKind::InPlace);
+
+  const char* batched =
+      "graph(%x: f32[2x16x4]) -> (%y: f32[2x32x4]) {\n"
+      "  %a = Relu(%x) : f32[2x16x4]\n"
+      "  %b = Exp(%x) : f32[2x16x4]\n"
+      "  %c = Concat(%a, %b) {axis=1} : f32[2x32x4]\n"
+      "  %y = Neg(%c) : f32[2x32x4]\n"
+      "}\n";
+  EXPECT_EQ(partition(batched), "a b c y");
+  const char* fromInput =
+      "graph(%x: f32[1x16x4]) -> (%y: f32[1x32x4]) {\n"
+      "  %b = Exp(%x) : f32[1x16x4]\n"
+      "  %c = Concat(%x, %b) {axis=1} : f32[1x32x4]\n"
+      "  %y = Neg(%c) : f32[1x32x4]\n"
+      "}\n";
+  EXPECT_EQ(partition(fromInput), "b c y");
+  const char* unaligned =  // the second slice would start 4 floats in
+      "graph(%x: f32[1x1x4]) -> (%y: f32[1x2x4]) {\n"
+      "  %a = Relu(%x) : f32[1x1x4]\n"
+      "  %b = Exp(%x) : f32[1x1x4]\n"
+      "  %c = Concat(%a, %b) {axis=1} : f32[1x2x4]\n"
+      "  %y = Neg(%c) : f32[1x2x4]\n"
+      "}\n";
+  EXPECT_EQ(partition(unaligned), "a b c y");
 }
 
 TEST(Fusion, PrintFusedGraphListsKernels) {
