@@ -776,6 +776,10 @@ class KernelLowering {
     b_.CreateStore(i64(-1), packedKey);
     const int64_t blocksPerBatch = c.mBlocks() * c.nBlocks();
     Value* end = smin(fn_->getArg(2), i64(c.numTasks()));  // never past the last task, whatever the caller says
+    // With one K block every task reads the same column offsets: filled once here instead of per
+    // task (a 7 x 7 conv's task is one tile against 4,608 columns: the table cost a third of it).
+    separable_.columnsOnce = c.aRowIndex != kir::kNoExpr && kBlocks == 1;
+    if (separable_.columnsOnce) fillColumnOffsets(c, i64(0), i64(c.k));
     Value* base = bases_[store.slot];
     emitLoop(
         fn_->getArg(1), end,
@@ -1050,6 +1054,18 @@ class KernelLowering {
         "apack.t");
   }
 
+  // The K block's column offsets C(p) of a separable A: a conv's (channel, tap) offsets.
+  void fillColumnOffsets(const kir::Contraction& c, Value* kc0, Value* kLen) {
+    const ExprId p = k_.reductions[0].loop.vars[0];
+    emitLoop(
+        i64(0), kLen,
+        [&](Value* q) {
+          bind(p, b_.CreateAdd(kc0, q));
+          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, tableAt(separable_.colOffset, q));
+        },
+        "acols.p");
+  }
+
   // packA for a separable A (kir::Contraction::aRowIndex): tables of the block's row offsets R(i)
   // and the K block's column offsets C(p), and per row tile the step between its rows' offsets when
   // it is whole and they are evenly 1 or 2 apart (a conv's output row segment, stride 1 or 2): such
@@ -1066,14 +1082,7 @@ class KernelLowering {
           if (Value* r = value(c.aRowIndex)) b_.CreateStore(r, tableAt(separable_.rowOffset, b_.CreateSub(i, m0)));
         },
         "arows.i");
-    const ExprId p = k_.reductions[0].loop.vars[0];
-    emitLoop(
-        i64(0), kLen,
-        [&](Value* q) {
-          bind(p, b_.CreateAdd(kc0, q));
-          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, tableAt(separable_.colOffset, q));
-        },
-        "acols.p");
+    if (!separable_.columnsOnce) fillColumnOffsets(c, kc0, kLen);
     Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
     // Per whole tile: the step s (1 or 2) its rows advance by, from the first or the last pair, and
     // the rows where they do not: none (one run), one (two runs, the second from that row), or more
@@ -1593,6 +1602,7 @@ class KernelLowering {
     std::vector<llvm::Function*> split[2];            // per step: the tiles whose second run starts at row 1..mr-1
     std::array<uint64_t, 2> splitMask = {0, 0};       // per step: the splits that have a microkernel
     llvm::Function* inPlace[2] = {nullptr, nullptr};  // rows 1 and 2 elements apart
+    bool columnsOnce = false;                         // one K block: C(p) filled once per call, not per task
   } separable_;
   // Strided windows (emitStridedWindows): per piece, what dependsOnInner and vectorizable found.
   static constexpr int64_t kMaxWindowStride = 4;
