@@ -272,5 +272,28 @@ TEST(CompileJit, WindowTapsAreUnrolledSoTheOutputLoopVectorises) {
   EXPECT_GE(vectorLoads, 49) << body;
 }
 
+// A row kernel asks for the next row's input after its first reduction (softmax: the max pass), so
+// that it arrives while the exp pass computes: a prefetch of %x at row + 1 in the kernel. A kernel
+// with one pass over its row has nothing to overlap and asks for nothing.
+TEST(CompileJit, RowKernelsPrefetchTheNextRowAfterTheirFirstPass) {
+  auto softmax = parseOrDie(
+      "graph(%x: f32[8x1024]) -> (%y: f32[8x1024]) {\n"
+      "  %y = Softmax(%x) {axis=1} : f32[8x1024]\n"
+      "}\n");
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*softmax, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const std::string& ir = (*model)->report().llvmIr;
+  EXPECT_NE(ir.find("@llvm.prefetch"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("prefetch.row"), std::string::npos) << ir;
+
+  auto sum = parseOrDie(
+      "graph(%x: f32[8x1024]) -> (%y: f32[8x1]) {\n"
+      "  %y = ReduceSum(%x) {axes=[1]} : f32[8x1]\n"
+      "}\n");
+  model = compileJit(*sum, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  EXPECT_EQ((*model)->report().llvmIr.find("prefetch.row"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace nnc::testing
