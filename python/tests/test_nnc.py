@@ -108,6 +108,29 @@ def test_ready_inputs_are_not_copied_others_are_converted(tmp_path):
         m(np.ones((2, 4), np.complex128))
 
 
+def test_calls_from_several_threads_get_their_own_results(tmp_path):
+    # The descriptors a call fills in are shared by the Model: each call must see only its own.
+    import threading
+    model, w, b = mlp_model()
+    m = nnc.compile(save(model, tmp_path / "mlp.onnx"))
+    xs = [np.full((2, 4), k, np.float32) for k in range(4)]
+    want = [np.maximum(x @ w + b, 0) for x in xs]
+    wrong = []
+
+    def work(k):
+        for _ in range(300):
+            got = m(xs[k])
+            if not np.allclose(got, want[k], rtol=1e-5):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
 def test_misuse_raises_value_and_type_errors(tmp_path):
     model, _, _ = mlp_model()
     m = nnc.compile(save(model, tmp_path / "mlp.onnx"))
