@@ -18,12 +18,14 @@
 #include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "ir/builder.h"
+#include "ir/reference.h"
 #include "runtime/cuda/cuda_executor.h"
 #include "runtime/cuda/launch_dims.h"
 #include "runtime/model_handle.h"
 #include "runtime/plan.h"
 #include "tests/cuda/cuda_lowering_util.h"
 #include "tests/driver/driver_test_util.h"
+#include "tests/passes/fusion_graphs.h"
 
 namespace nnc::testing {
 namespace {
@@ -447,6 +449,33 @@ TEST(CudaDriver, JitMatchesTheCpuJitOnTheGpu) {
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.status().message().find("expected shape [6x40], got [6x41]"), std::string::npos)
       << bad.status().message();
+}
+
+// An in-place concatenation (passes/fusion.cpp, rule 4) on the cuda target: the producers' kernels
+// write their slices of one device buffer, the consumer and a later reader of a slice read it
+// there; against the reference evaluator, three runs (the arena is reused).
+TEST(CudaDriver, AConcatenationInPlaceMatchesTheReference) {
+  std::string why;
+  if (!haveGpu(&why)) GTEST_SKIP() << "no CUDA driver/GPU: " << why;
+  auto reference = parseOrDie(kConcatInPlace);
+  auto g = parseOrDie(kConcatInPlace);
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, cudaOptions());
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& report = (*model)->report();
+  EXPECT_TRUE(std::any_of(report.groups.begin(), report.groups.end(), [](const CompileReport::Group& group) {
+    return group.kind == "in place";
+  })) << report.irAfter;
+  std::mt19937 rng(5);
+  for (int run = 0; run < 3; ++run) {
+    const std::vector<Tensor> inputs = randomInputs(*reference, rng);
+    Expected<std::vector<Tensor>> want = evaluateGraph(*reference, inputs);
+    ASSERT_TRUE(want.isOk()) << want.status().message();
+    auto got = (*model)->run(inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i)
+      expectNear((*got)[i], (*want)[i], 1e-5, 1e-6, "run " + std::to_string(run) + " output " + std::to_string(i));
+  }
 }
 
 // --- CUDA graphs ------------------------------------------------------------------------------
