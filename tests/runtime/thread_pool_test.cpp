@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -89,6 +93,30 @@ TEST(ThreadPool, UsesSeveralThreadsForLargeTotals) {
   EXPECT_GT(ids.size(), 1u);
   EXPECT_LE(ids.size(), 4u);
 }
+
+#if defined(__linux__)
+// A worker starts on another CPU than its creator but is not pinned there: every thread that runs
+// chunks has the process's whole affinity (the scheduler may still move it).
+TEST(ThreadPool, WorkersStartElsewhereButAreNotPinned) {
+  cpu_set_t process;
+  ASSERT_EQ(sched_getaffinity(0, sizeof process, &process), 0);
+  ThreadPool pool(4);
+  std::atomic<int> narrowed{0}, calls{0};
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  pool.parallelFor(64, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    cpu_set_t mine;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, &process)) ++narrowed;
+    ++calls;
+    std::lock_guard<std::mutex> lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  EXPECT_GT(calls.load(), 0);
+  EXPECT_EQ(narrowed.load(), 0);
+  EXPECT_GT(ids.size(), 1u);  // workers did run (so their start was checked)
+}
+#endif
 
 // With two groups or more per thread, every chunk is whole groups; with fewer, the chunks split the
 // groups (balance first). Either way each point runs once.
