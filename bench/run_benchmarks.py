@@ -15,6 +15,7 @@ model runs only, not compilation), ORT in this process, PyTorch in a /usr/bin/py
 """
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -31,6 +32,10 @@ from onnx import TensorProto, helper, numpy_helper
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PYTHON = "/usr/bin/python3"
 TORCH_WORKER = os.path.join(REPO, "bench", "torch_worker.py")
+# Every runtime warms up for at least this long as well as the --warmup runs: a model of microseconds
+# ran 3x slower for its first few milliseconds at 2 threads (the second core coming out of idle), far
+# more than 3 runs (bench/NOTES.md, 2026-11-27 later).
+WARMUP_MS = 100
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
 STEAL_PERCENT_LIMIT = 5.0  # per vCPU, during one measurement: a VM neighbour took a core
@@ -317,7 +322,7 @@ def prepare_workloads(models_dir, work_dir, only):
 
 def run_nnc(nnc, workload, iterations, warmup, threads, cores):
     cmd = [nnc, "bench", workload["onnx"], "--json", f"--iterations={iterations}", f"--warmup={warmup}",
-           f"--threads={threads}"]
+           f"--warmup-ms={WARMUP_MS}", f"--threads={threads}"]
     for input_name, (_, pb) in workload["inputs"].items():
         cmd += ["--input", f"{input_name}={pb}"]
     with Measurement(cores) as m:
@@ -355,7 +360,10 @@ def run_ort(workload, level, iterations, warmup, threads, cores):
     for meta, buf in zip(sess.get_outputs(), bound):
         binding.bind_output(meta.name, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
     with Measurement(cores) as m:
-        for _ in range(warmup):
+        warm_until = time.perf_counter() + WARMUP_MS / 1e3
+        for i in itertools.count():
+            if i >= warmup and time.perf_counter() >= warm_until:
+                break
             sess.run_with_iobinding(binding)
         ms = []
         for _ in range(iterations):
@@ -370,7 +378,8 @@ def run_ort(workload, level, iterations, warmup, threads, cores):
 def run_torch(workload, iterations, warmup, threads, cores, reference):
     out_npy = os.path.join(os.path.dirname(workload["input_npy"]), "torch_bench_output.npy")
     spec = {"kind": workload["kind"], "name": workload["name"], "input_npy": workload["input_npy"],
-            "params_npz": workload["params_npz"], "iterations": iterations, "warmup": warmup, "threads": threads,
+            "params_npz": workload["params_npz"], "iterations": iterations, "warmup": warmup,
+            "warmup_ms": WARMUP_MS, "threads": threads,
             "output_npy": out_npy}
     with Measurement(cores) as m:
         proc = subprocess.run([TORCH_PYTHON, TORCH_WORKER], input=json.dumps(spec), capture_output=True, text=True,
@@ -452,7 +461,8 @@ def markdown(result):
         f"ONNX Runtime {info['onnxruntime']} (CPUExecutionProvider), "
         f"PyTorch {info['torch'] or 'not available'} eager (1.13 predates torch.compile, so no compiled-PyTorch "
         f"column), numpy {info['numpy']}.",
-        f"Method: {result['threads']} threads for every runtime; {result['warmup']} warm-up run(s) then "
+        f"Method: {result['threads']} threads for every runtime; {result['warmup']} warm-up run(s), and "
+        f"{result.get('warmup_ms', 0)} ms of them at least, then "
         f"{result['iterations']} timed runs ({result['slow_iterations']} for ResNet-18 and MobileNetV2); "
         "identical input tensors. Cells are median ms (p10–p90). nnc times exclude compilation. "
         "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
@@ -547,7 +557,7 @@ def main():
                     "nnc_build_type": nnc_build_type(args.nnc), "onnxruntime": ort.__version__,
                     "torch": torch_ver, "torch_blas": blas_library(), "numpy": np.__version__,
                     "python": platform.python_version()},
-        "threads": args.threads, "iterations": args.iterations, "warmup": args.warmup,
+        "threads": args.threads, "iterations": args.iterations, "warmup": args.warmup, "warmup_ms": WARMUP_MS,
         "slow_iterations": args.slow_iterations, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
         "load_start": load_average(), "workloads": [],
     }

@@ -65,8 +65,11 @@ def main():
     times = []
     with torch.inference_mode():
         y = fn(x)
-        for _ in range(spec["warmup"]):
+        warm_until = time.perf_counter() + spec.get("warmup_ms", 0) / 1e3
+        i = 0
+        while i < spec["warmup"] or time.perf_counter() < warm_until:
             fn(x)
+            i += 1
         for _ in range(spec["iterations"]):
             start = time.perf_counter()
             fn(x)

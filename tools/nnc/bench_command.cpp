@@ -80,7 +80,11 @@ Expected<Timing> measure(const std::string& path, const CommonOptions& base, int
   // Outputs allocated once, as a caller of the C ABI keeps its buffers: the timed runs are the
   // model's own work, not the first touch of freshly mapped output pages.
   NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, model->run(*inputs));
-  for (int i = 0; i < base.warmup; ++i) NNC_RETURN_IF_ERROR(model->runInto(*inputs, outputs));
+  // At least --warmup runs and --warmup-ms of them: a model of microseconds warms up for a few
+  // milliseconds (the pool's second core coming out of idle), far more than a few runs.
+  const auto warmupEnd = std::chrono::steady_clock::now() + std::chrono::milliseconds(base.warmupMs);
+  for (int i = 0; i < base.warmup || std::chrono::steady_clock::now() < warmupEnd; ++i)
+    NNC_RETURN_IF_ERROR(model->runInto(*inputs, outputs));
   for (int i = 0; i < std::max(1, base.iterations); ++i) {
     const auto start = std::chrono::steady_clock::now();
     NNC_RETURN_IF_ERROR(model->runInto(*inputs, outputs));

@@ -140,14 +140,15 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, flag));
       (flag == "--rtol" ? o.rtol : o.atol) = d;
       (flag == "--rtol" ? o.rtolGiven : o.atolGiven) = true;
-    } else if (is("--iterations") || is("--warmup") || is("--threads")) {
+    } else if (is("--iterations") || is("--warmup") || is("--warmup-ms") || is("--threads")) {
       const std::string flag = arg.substr(0, arg.find('='));
       NNC_ASSIGN_OR_RETURN(std::string v, value(flag));
       NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, flag));
-      if (d < 0 || d != std::floor(d)) return Status::error(flag + " expects a non-negative integer");
-      (flag == "--iterations" ? o.iterations
-       : flag == "--warmup"   ? o.warmup
-                              : o.compile.numThreads) = static_cast<int>(d);
+      if (d < 0 || d != std::floor(d) || d > 1e9) return Status::error(flag + " expects a non-negative integer");
+      (flag == "--iterations"  ? o.iterations
+       : flag == "--warmup"    ? o.warmup
+       : flag == "--warmup-ms" ? o.warmupMs
+                               : o.compile.numThreads) = static_cast<int>(d);
     } else if (is("--shard")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--shard"));
       size_t slash = v.find('/');

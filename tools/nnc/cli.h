@@ -30,6 +30,7 @@ struct CommonOptions {
   bool rtolGiven = false, atolGiven = false;  // nnc bisect has its own defaults (1e-4, 1e-5)
   int shardIndex = 0, shardCount = 1;         // nnc test --shard=K/N
   int iterations = 50, warmup = 5;            // nnc bench
+  int warmupMs = 0;                           // nnc bench --warmup-ms: warm up at least this long too
   bool perKernel = false;                     // nnc bench --per-kernel
   bool json = false;
   bool verbose = false;
