@@ -1400,30 +1400,22 @@ class KernelLowering {
       }
       work.insert(work.end(), {n.a, n.b, n.c});
     }
-    // (slot, index, the variable moving along the row, its extent, for writing)
-    struct Line {
-      int32_t slot;
-      ExprId index, along;
-      int64_t extent;
-      bool write;
-    };
-    std::vector<Line> lines;
-    for (ExprId load : loads) lines.push_back({k_.expr(load).slot, k_.expr(load).a, var, first.loop.extents[0], false});
-    if (lines.empty()) return;
+    if (loads.empty()) return;
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
     Value* next = b_.CreateAdd(value(row), i64(1));
-    for (const Line& l : lines) {
-      const int64_t perLine = std::max<int64_t>(1, 64 / dtypeSize(k_.params[l.slot].dtype));
+    for (ExprId load : loads) {
+      const kir::ExprNode& n = k_.expr(load);
+      const int64_t perLine = std::max<int64_t>(1, 64 / dtypeSize(k_.params[n.slot].dtype));
       emitLoop(
-          i64(0), i64((l.extent + perLine - 1) / perLine),
+          i64(0), i64((first.loop.extents[0] + perLine - 1) / perLine),
           [&](Value* line) {
             scopes_.emplace_back();
             bind(row, next);
-            bind(l.along, b_.CreateMul(line, i64(perLine)));
-            if (Value* at = value(l.index)) {
+            bind(var, b_.CreateMul(line, i64(perLine)));
+            if (Value* at = value(n.a)) {
               // (Not inbounds: past the tensor after its last row; a prefetch never faults.)
-              Value* ptr = b_.CreateGEP(ops_.storageType(k_.params[l.slot].dtype), bases_[l.slot], at);
-              b_.CreateCall(prefetch, {ptr, b_.getInt32(l.write ? 1 : 0), b_.getInt32(3), b_.getInt32(1)});
+              Value* ptr = b_.CreateGEP(ops_.storageType(k_.params[n.slot].dtype), bases_[n.slot], at);
+              b_.CreateCall(prefetch, {ptr, /*read*/ b_.getInt32(0), b_.getInt32(3), /*data*/ b_.getInt32(1)});
             }
             scopes_.pop_back();
           },
