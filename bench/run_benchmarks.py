@@ -15,7 +15,6 @@ model runs only, not compilation), ORT in this process, PyTorch in a /usr/bin/py
 """
 import argparse
 import datetime
-import itertools
 import json
 import math
 import os
@@ -360,11 +359,10 @@ def run_ort(workload, level, iterations, warmup, threads, cores):
     for meta, buf in zip(sess.get_outputs(), bound):
         binding.bind_output(meta.name, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
     with Measurement(cores) as m:
-        warm_until = time.perf_counter() + WARMUP_MS / 1e3
-        for i in itertools.count():
-            if i >= warmup and time.perf_counter() >= warm_until:
-                break
+        warm_until, i = time.perf_counter() + WARMUP_MS / 1e3, 0
+        while i < warmup or time.perf_counter() < warm_until:  # as torch_worker.py does
             sess.run_with_iobinding(binding)
+            i += 1
         ms = []
         for _ in range(iterations):
             start = time.perf_counter()

@@ -147,8 +147,7 @@ class Model:
             shape = (ctypes.c_int64 * max(1, len(info.shape)))(*info.shape)
             t.size_bytes = int(np.prod(info.shape, dtype=np.int64)) * np.dtype(info.dtype).itemsize
             t.dtype, t.rank = code, len(info.shape)
-            t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-            t._shape = shape  # (kept alive with the descriptor)
+            t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))  # (the array keeps `shape` alive)
         return tensors
 
     def _info(self, fn, index):
@@ -218,8 +217,10 @@ class Model:
         for k, (a, info) in enumerate(zip(arrays, self.inputs)):
             if a.shape == info.shape:
                 ins[k].data = a.ctypes.data
-            else:  # its own shape, for the runtime to refuse with its diagnostic
-                ins = (_Tensor * len(ins))(*ins)
+            else:  # its own shape, for the runtime to refuse with its diagnostic (in a copy: the
+                # thread's descriptors keep the model's shapes)
+                if ins is mine["ins"]:
+                    ins = (_Tensor * len(ins))(*ins)
                 ins[k] = self._tensor(a, self._input_codes[k], keep)
         for t, r in zip(outs, results):
             t.data = r.ctypes.data

@@ -109,7 +109,8 @@ def test_ready_inputs_are_not_copied_others_are_converted(tmp_path):
 
 
 def test_calls_from_several_threads_get_their_own_results(tmp_path):
-    # The descriptors a call fills in are shared by the Model: each call must see only its own.
+    # A call fills data pointers into tensor descriptors the Model keeps (one set per thread): each
+    # call must see only its own.
     import threading
     model, w, b = mlp_model()
     m = nnc.compile(save(model, tmp_path / "mlp.onnx"))
