@@ -36,19 +36,25 @@ static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
 // are a conv's pixels, whose in-place tiles follow the image rows: it keeps the widest tile.
 //
 // A plain GEMM with fewer columns than two full vectors (a channels-last 1x1 conv to 16 or 24
-// channels) takes 8-lane vectors, as many as cover its columns: 16 columns as 2 x 8 instead of half
-// of a 2 x 16 panel. Zen 4 and the AVX2 machines retire as many FLOPs per cycle in 8-lane FMAs as
-// in 16-lane ones, so the narrow panel wastes nothing (MobileNetV2's 32 -> 16 projection at 112^2:
-// 0.48 -> 0.14 ms). A GEMM of a few row tiles (a 1 x 1 conv to 16 or 24 channels, weights x
-// activations) splits its rows evenly: 16 rows as 2 x 8 instead of 14 + 2.
+// channels) takes as many vectors as cover its columns. Where 8-lane FMAs retire as many FLOPs per
+// cycle as 16-lane ones (Zen 4, AVX2 machines) they are 8-lane: 16 columns as 2 x 8 instead of half
+// of a 2 x 16 panel, wasting nothing (MobileNetV2's 32 -> 16 projection at 112^2: 0.48 -> 0.14 ms
+// on Zen 4). Where a 16-lane FMA is twice as fast (TileTarget::fullRateWideFma) they stay 16-lane:
+// 16 columns as 1 x 16, 24 as 2 x 16 with a third of the second vector padding (on the Xeon: the 32
+// -> 16 projection 0.155 -> see bench/NOTES.md). A GEMM of a few row tiles (a 1 x 1 conv to 16 or 24
+// channels, weights x activations) splits its rows evenly: 16 rows as 2 x 8 instead of 14 + 2.
 void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   int nrVectors = 2;
   c.lanes = t.lanes;
   constexpr int kNarrowLanes = 8;
   if (!c.transposed && c.n > 0 && t.lanes > kNarrowLanes && c.n < 2 * t.lanes &&
       roundUp(c.n, kNarrowLanes) < roundUp(c.n, 2 * t.lanes)) {
-    c.lanes = kNarrowLanes;
-    nrVectors = static_cast<int>(roundUp(c.n, kNarrowLanes) / kNarrowLanes);
+    if (t.fullRateWideFma) {
+      nrVectors = static_cast<int>(roundUp(c.n, t.lanes) / t.lanes);
+    } else {
+      c.lanes = kNarrowLanes;
+      nrVectors = static_cast<int>(roundUp(c.n, kNarrowLanes) / kNarrowLanes);
+    }
   }
   // A matrix-vector product (one row) has one accumulator per vector of its panel, each a chain of
   // dependent FMAs along K: 2 vectors wait 4 cycles per K step for 2 FMAs. 8 vectors keep the FMA
@@ -307,7 +313,11 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   chooseTile(target, asIsTile);
   const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, asIsTile.nr));
   const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, tile.nr));
-  const bool fewColumns = 5 * paddedTransposed < 4 * paddedAsIs && gemm->k <= kMaxTransposedPackedA / (tile.mr * 4);
+  // (Not where the as-is panel is at least two-thirds columns: 24 channels in 2 x 16 lanes on many
+  // pixels ran 0.20 ms as-is against 0.29 transposed, whose pack reads K channel planes at once.)
+  const bool asIsFillsPanels = target.fullRateWideFma && 3 * gemm->n >= 2 * roundUp(gemm->n, asIsTile.nr);
+  const bool fewColumns =
+      5 * paddedTransposed < 4 * paddedAsIs && !asIsFillsPanels && gemm->k <= kMaxTransposedPackedA / (tile.mr * 4);
   // So is constant weights times activations (a 1x1 conv) reducing over 128+ channels whose pixels
   // would pad the as-is tile's column panels by 10% or more (14 x 14 = 196 pixels: 224 columns; 7 x 7:
   // 64 for 49): with the weights as the compile-time packed B and the pixels as exact row tiles, it

@@ -156,6 +156,10 @@ struct TileTarget {
   int lanes = 8;                                                       // f32 lanes per vector register
   int vectorRegisters = 16;                                            // architectural vector registers
   int64_t l1Bytes = 32 << 10, l2Bytes = 512 << 10, l3Bytes = 8 << 20;  // per-core L1d/L2, shared L3
+  // A full-width FMA retires twice the FLOPs of a half-width one (Intel server cores: two 512-bit
+  // FMA units). False where half-width FMAs are as fast per FLOP (Zen 4's double-pumped AVX-512, one
+  // 512-bit unit, AVX2): there a narrow GEMM takes half-width vectors rather than pad full ones.
+  bool fullRateWideFma = false;
 };
 
 struct Kernel {

@@ -35,6 +35,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "codegen/llvm/fma_probe.h"
 #include "codegen/llvm/kernel_lowering.h"
 #include "codegen/llvm/scalar_ops.h"
 
@@ -525,6 +526,25 @@ int CpuModule::mergedKernels() const {
   return merged;
 }
 
+// Whether a 16-lane FMA retires twice the FLOPs of an 8-lane one: Intel's server cores (the Xeon
+// Scalable line) execute 512-bit FMAs on two ports; its client cores and Zen 4 on one (or as two
+// 256-bit halves), which makes an 8-lane FMA as fast per FLOP. Measured for the host (a virtual
+// machine may report another core's name: this Xeon says "rocketlake", a client core with one
+// unit), once per process, ~10 ms; by name for another CPU (a few Skylake-SP SKUs with one unit
+// cannot be told apart).
+bool hasFullRateWideFma(const CpuTargetOptions& opts, const std::string& cpu) {
+  if (opts.cpu == "native" || opts.cpu.empty()) {
+    static const bool measured = [] {
+      const FmaRates r = measureFmaRates(0.003);
+      return r.wide > 1.5 * r.narrow;
+    }();
+    return measured;
+  }
+  static const char* const kServerCores[] = {"skylake-avx512", "cascadelake",   "cooperlake",    "icelake-server",
+                                             "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d"};
+  return std::find(std::begin(kServerCores), std::end(kServerCores), cpu) != std::end(kServerCores);
+}
+
 kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   initializeLlvmOnce();
   std::string cpu, features;
@@ -536,6 +556,7 @@ kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   if (x86 && hasFeature(features, "avx512f") && (any || opts.gemmVectorBits >= 512)) {
     t.lanes = 16;
     t.vectorRegisters = 32;
+    t.fullRateWideFma = hasFullRateWideFma(opts, cpu);
   } else if (x86 && hasFeature(features, "avx") && (any || opts.gemmVectorBits >= 256)) {
     t.lanes = 8;
     t.vectorRegisters = 16;

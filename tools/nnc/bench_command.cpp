@@ -9,9 +9,9 @@
 #include <fstream>
 #include <random>
 
+#include "codegen/llvm/fma_probe.h"
 #include "runtime/cuda/emulator.h"
 #include "tools/nnc/cli.h"
-#include "tools/nnc/fma_probe.h"
 
 namespace nnc::cli {
 
@@ -115,7 +115,7 @@ int profileSteps(const std::string& path, const CommonOptions& base, int optLeve
   // Threads: contractions split over all of them, so the ceiling is the per-thread peak times threads.
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const int threads = o.compile.numThreads > 0 ? o.compile.numThreads : static_cast<int>(std::max(1L, cores));
-  const double peak = measureFmaPeakGflops() * threads;
+  const double peak = codegen::measureFmaPeakGflops() * threads;
   struct Row {
     size_t step;
     double ms;

@@ -3,12 +3,12 @@
 // throughput-bound. Run at 8 and, where the CPU has AVX-512, at 16 lanes, and the faster counts:
 // Zen 4 splits 512-bit FMAs (the same FLOP rate), Intel's server cores have a second 512-bit port
 // (twice the rate; nnc's GEMMs use 16 lanes there).
-#include "tools/nnc/fma_probe.h"
+#include "codegen/llvm/fma_probe.h"
 
 #include <algorithm>
 #include <chrono>
 
-namespace nnc::cli {
+namespace nnc::codegen {
 
 namespace {
 
@@ -70,14 +70,21 @@ double bestRate(float (*chains)(long), int lanes, double seconds) {
 
 }  // namespace
 
-double measureFmaPeakGflops(double seconds) {
+FmaRates measureFmaRates(double seconds) {
+  FmaRates r;
 #if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
-  const double ymm = bestRate(fmaChains8, 8, seconds);
-  return __builtin_cpu_supports("avx512f") ? std::max(ymm, bestRate(fmaChains16, 16, seconds)) : ymm;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return r;
+  r.narrow = bestRate(fmaChains8, 8, seconds);
+  if (__builtin_cpu_supports("avx512f")) r.wide = bestRate(fmaChains16, 16, seconds);
 #else
-  return bestRate(fmaChains8, 8, seconds);
+  r.narrow = bestRate(fmaChains8, 8, seconds);
 #endif
+  return r;
 }
 
-}  // namespace nnc::cli
+double measureFmaPeakGflops(double seconds) {
+  const FmaRates r = measureFmaRates(seconds);
+  return std::max(r.narrow, r.wide);
+}
+
+}  // namespace nnc::codegen
