@@ -113,6 +113,18 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     PhaseTimer timer(options, "[fuse and lower]");
     NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, target, lowering));
     for (kir::Kernel& k : program.lowered.kernels) target.rewriteKernel(k);
+    // A rewrite may regroup a loop kernel's outer points (kir/stencil_rows.h: S pixels per point):
+    // its step splits the new count, each point that much more work.
+    std::map<std::string, const kir::Kernel*> rewritten;
+    for (const kir::Kernel& k : program.lowered.kernels)
+      if (!k.contraction) rewritten[k.name] = &k;
+    for (rt::Step& step : program.lowered.plan.steps) {
+      auto it = step.kind == rt::StepKind::Kernel ? rewritten.find(step.name) : rewritten.end();
+      if (it == rewritten.end() || it->second->outer.size() == step.outerSize || it->second->outer.size() == 0)
+        continue;
+      step.workPerPoint *= std::max<int64_t>(1, step.outerSize / it->second->outer.size());
+      step.outerSize = it->second->outer.size();
+    }
   }
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);

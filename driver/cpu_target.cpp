@@ -9,6 +9,7 @@
 #include "ir/op_registry.h"
 #include "ir/ops/window.h"
 #include "kir/stash.h"
+#include "kir/stencil_rows.h"
 #include "runtime/model_handle.h"
 
 namespace nnc {
@@ -80,7 +81,10 @@ class CpuTarget final : public Target {
   }
 
   // Softmax-like kernels compute once the body their inner loop would repeat (kir/stash.h).
-  void rewriteKernel(kir::Kernel& kernel) const override { kir::stashReductionBodies(kernel); }
+  void rewriteKernel(kir::Kernel& kernel) const override {
+    kir::stashReductionBodies(kernel);
+    kir::blockStencilRows(kernel);
+  }
 
   Status generateCode(Program& program) const override {
     auto code = std::make_unique<CpuCode>();
