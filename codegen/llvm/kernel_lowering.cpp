@@ -47,8 +47,10 @@ using kir::ExprOp;
 using kir::ReduceOp;
 using llvm::Value;
 
-// A plain GEMM's A with rows of at most this many floats is read in place (emitContraction).
-constexpr int64_t kMaxInPlaceRowLength = 256;
+// A plain GEMM's A with rows of at most this many floats is read in place (emitContraction); so
+// are rows up to kMaxInPlaceFewPanelsRowLength long when the GEMM has at most kMaxInPlacePanels
+// column panels to amortise a pack over.
+constexpr int64_t kMaxInPlaceRowLength = 256, kMaxInPlaceFewPanelsRowLength = 1024, kMaxInPlacePanels = 10;
 
 class KernelLowering {
  public:
@@ -726,10 +728,17 @@ class KernelLowering {
     // conv to 16 channels: the pack took half the kernel), and a row tile of up to 256 floats per
     // row, rows as close, stays in L1 for the whole block either way (rows 4 KiB apart would
     // share L1's sets: those are packed).
+    // Longer rows too where few column panels share the pack: a packed element costs about a
+    // cycle, and feeds nr / 32 cycles of FMAs per panel (AVX-512), so with 2 or 3 panels the pack
+    // was a third to a half of the kernel — MobileNetV2's projections 384 -> 64 / 576 -> 96 at
+    // 14 x 14: 0.079 -> 0.049 / 0.156 -> 0.115 ms; where many panels share it (BERT's 768 -> 3072),
+    // packed rows stay (14 streams a row apart would each need L1's lines for the whole sweep).
     // So is a transposed A whose rows are adjacent (a channel-first activation read as pixels x
     // channels): a tile's mr rows at each k are consecutive floats, as a conv's patches read in place.
-    const bool shortRows =
-        c.aColStride == 1 && c.aRowStride >= 1 && c.k <= kMaxInPlaceRowLength && c.aRowStride <= kMaxInPlaceRowLength;
+    const bool fewPanels = c.nPanels() <= kMaxInPlacePanels && c.k <= kMaxInPlaceFewPanelsRowLength &&
+                           c.aRowStride <= kMaxInPlaceFewPanelsRowLength && c.aRowStride % 1024 != 0;
+    const bool shortRows = c.aColStride == 1 && c.aRowStride >= 1 &&
+                           ((c.k <= kMaxInPlaceRowLength && c.aRowStride <= kMaxInPlaceRowLength) || fewPanels);
     const bool adjacentRows = c.aRowStride == 1 && c.aColStride >= 1;
     const bool aInPlace = !c.aPacked && c.aRowIndex == kir::kNoExpr && (shortRows || adjacentRows);
     Value* aPacked = c.aPacked || aInPlace ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
