@@ -23,18 +23,20 @@ bool isPackedContraction(const Node& n) {
          n.input(1)->shape().rank() >= 2 && def.asGemm(n).has_value();
 }
 
-// An Im2Col the packed GEMM reads in place as its B operand (a separable index, ir/lower_contraction):
-// f32, no padding (explicit-padding gave it a materialised Pad), and K = C * kernel size within
-// kMaxInPlacePatchesK (the transposed GEMM's single K block).
-bool isInPlacePatches(const Node& n) {
-  if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 2 ||
-      n.attrs().getInt("patch_rows") != 0)
+// An Im2Col the packed GEMM reads in place (a separable index, ir/lower_contraction): patch columns
+// [N, C * kernel, P] as its B operand (a channel-first conv, run transposed), patch rows [N, P, C *
+// kernel] as its A (the channels-last stem, as is); f32, no padding (explicit-padding gave it a
+// materialised Pad), and K = C * kernel size within kMaxInPlacePatchesK (one K block).
+bool isInPlacePatches(const Node& n, int operand) {
+  const bool rows = n.op() == OpKind::Im2Col && n.attrs().getInt("patch_rows") != 0;
+  if (n.op() != OpKind::Im2Col || n.output(0)->dtype() != DType::F32 || n.output(0)->shape().rank() < 3 ||
+      operand != (rows ? 0 : 1))
     return false;
   ops::Window w;
   if (!ops::kernelShapeWindow(n, &w).isOk()) return false;
   for (int i = 0; i < w.rank(); ++i)
     if (w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
-  return n.output(0)->shape()[1] <= kMaxInPlacePatchesK;
+  return n.output(0)->shape()[rows ? 2 : 1] <= kMaxInPlacePatchesK;
 }
 
 struct CpuCode : TargetCode {
@@ -66,10 +68,10 @@ class CpuTarget final : public Target {
     hooks.isAnchor = isPackedContraction;
     // Strided views fold into the operand's offset and strides; unpadded patches into B, read in place.
     hooks.foldsIntoOperand = [](const Node& producer, int operand) {
-      return opDef(producer.op()).stridedView || (operand == 1 && isInPlacePatches(producer));
+      return opDef(producer.op()).stridedView || isInPlacePatches(producer, operand);
     };
     hooks.noPrologue =
-        "the packed GEMM reads its operands from memory (only strided views, and unpadded im2col patches as B, "
+        "the packed GEMM reads its operands from memory (only strided views, and unpadded im2col patches, "
         "fold into it)";
     hooks.reshapeInEpilogue = true;  // the tile is stored by flat position
     return hooks;

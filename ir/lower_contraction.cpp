@@ -335,7 +335,8 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
                                        gemm->k <= kMaxTransposedWeightsK && pixelsPadPanels &&
                                        2 * gemm->m > roundUp(gemm->m, 2 * static_cast<int64_t>(target.lanes));
   const bool transposed =
-      std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) { return n->op() == OpKind::Im2Col; }) ||
+      std::any_of(group.nodes.begin(), group.nodes.end(),
+                  [](const Node* n) { return n->op() == OpKind::Im2Col && n->attrs().getInt("patch_rows") == 0; }) ||
       fewColumns || weightsTimesActivations;
   kir::Contraction c;
   c.transposed = transposed;
