@@ -125,6 +125,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
       step.workPerPoint *= std::max<int64_t>(1, step.outerSize / it->second->outer.size());
       step.outerSize = it->second->outer.size();
     }
+    target.scheduleSteps(program.lowered);
   }
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);

@@ -25,8 +25,11 @@ struct CompileOptions {
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
-  bool verifyEachPass = false;                           // on in tests and debug builds
-  int numThreads = 0;                                    // JIT handles: 0 = one per core
+  bool verifyEachPass = false;  // on in tests and debug builds
+  int numThreads = 0;           // JIT handles: 0 = one per core
+  // cpu: the smallest intermediate tensor a row pipeline forms for (driver/row_pipelines.h); -1: half
+  // of the host's L2 (tests lower it to run small graphs through pipelines).
+  int64_t rowPipelineMinBytes = -1;
   nnc_cuda_graphs cudaGraphs = NNC_CUDA_GRAPHS_DEFAULT;  // JIT handles of target cuda (nnc_options.cuda_graphs)
   std::ostream* log = nullptr;                           // where -v, --print-after-all and --time-passes write
   // Where the files a model.so is linked from are (runtime archives, version script): empty searches

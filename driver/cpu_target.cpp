@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "codegen/llvm/cpu_backend.h"
+#include "driver/row_pipelines.h"
 #include "driver/runtime_files.h"
 #include "driver/target.h"
 #include "ir/op_registry.h"
@@ -86,6 +87,13 @@ class CpuTarget final : public Target {
   void rewriteKernel(kir::Kernel& kernel) const override {
     kir::stashReductionBodies(kernel);
     kir::blockStencilRows(kernel);
+  }
+
+  // Inverted residual blocks whose expanded tensors outgrow half of L2 run band by band.
+  void scheduleSteps(LoweredProgram& program) const override {
+    if (options_.optLevel == 0) return;
+    const int64_t minBytes = options_.rowPipelineMinBytes >= 0 ? options_.rowPipelineMinBytes : tile_.l2Bytes / 2;
+    formRowPipelines(program, static_cast<uint64_t>(minBytes));
   }
 
   Status generateCode(Program& program) const override {

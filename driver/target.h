@@ -73,6 +73,9 @@ class Target {
   // Kernel-IR rewrites this target's code generation implements, applied to every lowered kernel
   // (cpu: kir/stash.h); none by default.
   virtual void rewriteKernel(kir::Kernel& /*kernel*/) const {}
+  // After those rewrites: how the plan runs its steps beyond one after the other (cpu: row
+  // pipelines, driver/row_pipelines.h); nothing by default.
+  virtual void scheduleSteps(LoweredProgram& /*program*/) const {}
 
   // --- Code generation and products (driver/compiler.cpp)
   // Compiles program.lowered's kernels into program.code, filling the report's target parts.

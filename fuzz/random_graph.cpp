@@ -485,8 +485,12 @@ class ValidGen {
   // 1x1 project, maybe a residual): 8+ channels, so the cpu's channels-last pass converts it.
   void separableBlock() {
     const int64_t channels = c_.range(8, 12);
+    // Sometimes rows of 14 pixels: whole row tiles, so the cpu's GEMMs and depthwise conv form a row
+    // pipeline (compileAndCompare lets every chain be one).
+    const bool rows14 = c_.percent(25);
     Value* x = newInput(c_.percent(80) ? DType::F32 : DType::F64,
-                        Shape{c_.range(1, 2), c_.range(2, 4), c_.range(3, 6), c_.range(3, 6)});
+                        rows14 ? Shape{1, c_.range(2, 4), c_.range(2, 6), 14}
+                               : Shape{c_.range(1, 2), c_.range(2, 4), c_.range(3, 6), c_.range(3, 6)});
     if (!x) return;
     auto pointwise = [&](Value* in, int64_t out) -> Value* {
       Attributes a;
@@ -807,6 +811,7 @@ Status compileAndCompare(const Graph& graph, int numThreads) {
     opts.optLevel = level;
     opts.numThreads = numThreads;
     opts.verifyEachPass = true;
+    opts.rowPipelineMinBytes = 0;  // every chain that can be a row pipeline is one
     std::string tag = "-O" + std::to_string(level);
     auto model = compileJit(*copy, opts);
     if (!model) return model.status().withContext(tag + " compile: ");

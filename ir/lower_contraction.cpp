@@ -49,7 +49,9 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   constexpr int kNarrowLanes = 8;
   if (!c.transposed && c.n > 0 && t.lanes > kNarrowLanes && c.n < 2 * t.lanes &&
       roundUp(c.n, kNarrowLanes) < roundUp(c.n, 2 * t.lanes)) {
-    if (t.fullRateWideFma) {
+    // Full-width vectors where they keep more lanes busy than half-width ones at half the rate (24
+    // columns: 24 of 32 against 24 of 24 at half speed); not for 8 columns or fewer (a tie).
+    if (t.fullRateWideFma && 2 * c.n * roundUp(c.n, kNarrowLanes) > c.n * roundUp(c.n, t.lanes)) {
       nrVectors = static_cast<int>(roundUp(c.n, t.lanes) / t.lanes);
     } else {
       c.lanes = kNarrowLanes;
@@ -155,6 +157,24 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
     }
   }
   chooseColumnBlocksOuter(t, c);
+}
+
+// W when the MatMul's rows are the pixels of one [1, H, W, C] image: its result is such an image
+// (the channels-last pass's 1 x 1 conv and stem reshape the product back), or its A is one read as
+// [H * W, C] in the group; else 0.
+int64_t imageRowWidth(const KernelGroup& group, const Node& mm) {
+  const Shape& product = mm.output(0)->shape();  // [m, n], or [1, m, n] (a stem's patch rows)
+  const int64_t m = product.rank() == 2 || (product.rank() == 3 && product[0] == 1) ? product[product.rank() - 2] : 0;
+  auto widthOf = [&](const Shape& image) {
+    return image.rank() == 4 && image[0] == 1 && image[1] * image[2] == m ? image[2] : 0;
+  };
+  if (group.outputs.size() == 1)
+    if (const int64_t w = widthOf(group.outputs.front()->shape())) return w;
+  const Node* reshape = mm.input(0)->producer();
+  if (!reshape || reshape->op() != OpKind::Reshape ||
+      std::find(group.nodes.begin(), group.nodes.end(), reshape) == group.nodes.end())
+    return 0;
+  return widthOf(reshape->input(0)->shape());
 }
 
 // An operand's element (batch b, row or column r, reduction index p) at
@@ -359,6 +379,15 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
   chooseTile(target, c);
   chooseBlocks(target, c);
+  // A 1 x 1 conv on channels-last data ([1, H, W, C] read as [H * W, C]) in one column block takes
+  // tasks of whole image rows, one row each: a row pipeline (driver/row_pipelines.h) then computes
+  // exactly the rows the next step needs.
+  if (const int64_t width = imageRowWidth(group, *mm); width > 0 && !transposed && c.batch == 1 && c.nBlocks() == 1 &&
+                                                       width % c.mr == 0 && c.m % width == 0 && c.m / width >= 2 &&
+                                                       (c.aPacked || width <= c.mc)) {
+    c.mc = width;
+    c.imageWidth = width;
+  }
   // A row tile sweeping the panels writes its output rows front to back; its panels then come from
   // L2, so B's block must fit there (a transposed tile's rows are output columns: not for it).
   c.rowTilesOuter = !transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2;

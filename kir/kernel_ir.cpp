@@ -557,6 +557,7 @@ std::string Contraction::str() const {
   os << " tile=" << mr << "x" << nr << " (" << lanes << " lanes) blocks mc=" << mc << " nc=" << nc << " kc=" << kc
      << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "") << (aPacked ? " A-packed" : "")
      << (rowTilesOuter ? " row-tiles-outer" : "") << (columnBlocksOuter ? " column-blocks-outer" : "");
+  if (imageWidth) os << " image-rows=" << imageWidth;
   return os.str();
 }
 

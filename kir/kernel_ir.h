@@ -141,6 +141,9 @@ struct Contraction {
   // too big to stay in cache between row blocks (a conv's weights, read by few pixels) is fetched from
   // memory once, not once per row block; row blocks then repack their A task by task.
   bool columnBlocksOuter = false;
+  // The GEMM's rows are the pixels of one image imageWidth pixels wide (a channels-last 1 x 1 conv or
+  // stem), and each task (mc rows) is whole image rows; 0 when not so.
+  int64_t imageWidth = 0;
   int64_t mTiles() const { return (m + mr - 1) / mr; }
 
   int64_t mBlocks() const { return (m + mc - 1) / mc; }

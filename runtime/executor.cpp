@@ -2,8 +2,11 @@
 // the steps in order (kernels split over the thread pool, builtins called directly).
 #include "runtime/executor.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <unordered_map>
 
@@ -178,6 +181,22 @@ std::unique_ptr<Executor> Executor::create(Plan plan, const uint8_t* weights, co
     fail(error, "out of memory creating the thread pool");
     return nullptr;
   }
+  // Row pipelines: one set of windows per thread (a pipeline's parts never outnumber the threads),
+  // as large as the largest pipeline's.
+  ex->pipelineAt_.assign(numSteps, -1);
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    ex->pipelineAt_[plan.pipelines[p].firstStep] = static_cast<int>(p);
+    ex->windowStride_ = std::max(ex->windowStride_, plan.pipelines[p].windowBytes());
+  }
+  if (ex->windowStride_ > 0) {
+    const size_t bytes = static_cast<size_t>(ex->windowStride_) * static_cast<size_t>(ex->pool_->numThreads());
+    void* windows = std::aligned_alloc(kArenaAlignment, bytes);
+    if (!windows) {
+      fail(error, "out of memory allocating " + std::to_string(bytes) + " bytes of pipeline windows");
+      return nullptr;
+    }
+    ex->windowStorage_.reset(static_cast<uint8_t*>(windows));
+  }
   ex->weights_ = weights;
   ex->plan_ = std::move(plan);
   return ex;
@@ -199,6 +218,14 @@ nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor*
     const Step& s = plan_.steps[i];
     void* const* ptrs = stepArgs_[i].data();
     auto start = std::chrono::steady_clock::now();
+    if (const int p = pipelineAt_[i]; p >= 0) {
+      // Its steps run together: the profile puts their time on the first.
+      if (nnc_status st = runPipeline(static_cast<size_t>(p), error); st != NNC_OK) return st;
+      if (stepSeconds)
+        (*stepSeconds)[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      i += plan_.pipelines[static_cast<size_t>(p)].stages.size() - 1;
+      continue;
+    }
     if (KernelFn fn = kernelFns_[i]) {
       pool_->parallelFor(s.outerSize, minChunk_[i], s.chunkGranule,
                          [fn, ptrs](int64_t begin, int64_t end) { fn(ptrs, begin, end); });
@@ -219,6 +246,110 @@ nnc_status Executor::run(const nnc_tensor* inputs, size_t numInputs, nnc_tensor*
       (*stepSeconds)[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return NNC_OK;
+}
+
+nnc_status Executor::runPipeline(size_t p, std::string* error) {
+  const Pipeline& pipe = plan_.pipelines[p];
+  const int64_t rows = pipe.stages.back().rows;
+  const int64_t bands = (rows + pipe.bandRows - 1) / pipe.bandRows;
+  const int64_t parts = std::min<int64_t>(pool_->numThreads(), bands);
+  std::atomic<bool> ok{true};
+  // Part t: bands [t * bands / parts, (t + 1) * bands / parts), with thread slot t's windows.
+  pool_->parallelFor(parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = t * bands / parts * pipe.bandRows;
+      const int64_t last = std::min(rows, (t + 1) * bands / parts * pipe.bandRows);
+      uint8_t* windows = windowStorage_.get() + static_cast<size_t>(t) * static_cast<size_t>(windowStride_);
+      if (!runPipelinePart(pipe, first, last, windows)) ok = false;
+    }
+  });
+  if (!ok)
+    return failStatus(error, NNC_ERROR_RUNTIME,
+                      "pipeline at step " + std::to_string(pipe.firstStep) + ": a window is too small for its rows");
+  return NNC_OK;
+}
+
+// Band by band: backwards, the rows each stage must compute (what the next stage's computed rows
+// read, whole units, continuing from the rows its window holds); forwards, each intermediate stage
+// drops the rows no longer needed (moving the rest to the front of its window) and computes the
+// new ones with its output argument pointed at `window - first row * rowBytes`, and the next stage
+// reads them there.
+bool Executor::runPipelinePart(const Pipeline& pipe, int64_t first, int64_t end, uint8_t* windows) {
+  const size_t n = pipe.stages.size();
+  struct State {
+    uint8_t* window = nullptr;
+    int64_t lo = 0, done = 0;  // the window holds rows [lo, done)
+    bool empty = true;
+    int64_t from = 0, to = 0;  // this band's rows to compute
+    int64_t keep = 0;          // the first row this band needs
+    std::vector<void*> args;
+  };
+  std::vector<State> state(n);
+  uint8_t* next = windows;
+  for (size_t i = 0; i < n; ++i) {
+    state[i].args = stepArgs_[pipe.firstStep + i];
+    if (i + 1 < n) {
+      state[i].window = next;
+      const PipelineStage& st = pipe.stages[i];
+      next += (static_cast<uint64_t>(st.windowRows) * static_cast<uint64_t>(st.rowBytes) + 63) / 64 * 64;
+    }
+  }
+  // The step's argument pointed so that row r of the output lands at window + (r - lo) * rowBytes
+  // (integer arithmetic: the address itself is never dereferenced outside the window).
+  auto rowBase = [&](size_t i) {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(state[i].window) -
+                                   static_cast<uintptr_t>(state[i].lo * pipe.stages[i].rowBytes));
+  };
+  auto run = [&](size_t i, int64_t from, int64_t to) {
+    const PipelineStage& st = pipe.stages[i];
+    const int64_t begin = from / st.unitRows * st.units;
+    const int64_t stop = (to + st.unitRows - 1) / st.unitRows * st.units;
+    kernelFns_[pipe.firstStep + i](state[i].args.data(), begin, stop);
+  };
+  for (int64_t r0 = first; r0 < end; r0 += pipe.bandRows) {
+    State& lastState = state[n - 1];
+    lastState.from = r0;
+    lastState.to = std::min(end, r0 + pipe.bandRows);
+    for (size_t i = n - 1; i-- > 0;) {
+      const PipelineStage& reader = pipe.stages[i + 1];
+      const PipelineStage& st = pipe.stages[i];
+      State& s = state[i];
+      const State& r = state[i + 1];
+      if (r.from >= r.to) {
+        s.from = s.to = 0;
+        s.keep = s.empty ? 0 : s.lo;
+        continue;
+      }
+      const int64_t need0 = std::clamp<int64_t>(r.from * reader.stride - reader.padBegin, 0, st.rows);
+      const int64_t need1 =
+          std::clamp<int64_t>((r.to - 1) * reader.stride - reader.padBegin + reader.extent, 0, st.rows);
+      s.keep = need0;
+      const bool continues = !s.empty && need0 >= s.lo && need0 <= s.done;
+      s.from = continues ? s.done : need0 / st.unitRows * st.unitRows;
+      if (!continues) s.keep = s.from;
+      s.to = std::max(s.from, std::min(st.rows, (need1 + st.unitRows - 1) / st.unitRows * st.unitRows));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      State& s = state[i];
+      const PipelineStage& st = pipe.stages[i];
+      if (i + 1 < n) {
+        if (s.empty || s.keep < s.lo || s.keep > s.done) {
+          s.lo = s.done = s.keep;
+          s.empty = false;
+        } else if (s.keep > s.lo) {
+          std::memmove(s.window, s.window + (s.keep - s.lo) * st.rowBytes,
+                       static_cast<size_t>((s.done - s.keep) * st.rowBytes));
+          s.lo = s.keep;
+        }
+        if (s.to - s.lo > st.windowRows || s.from != s.done) return false;
+        s.args[static_cast<size_t>(st.outSlot)] = rowBase(i);
+      }
+      if (i > 0) s.args[static_cast<size_t>(st.inSlot)] = rowBase(i - 1);
+      if (s.from < s.to) run(i, s.from, s.to);
+      if (i + 1 < n) s.done = std::max(s.done, s.to);
+    }
+  }
+  return true;
 }
 
 }  // namespace nnc::rt

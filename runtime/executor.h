@@ -52,6 +52,10 @@ class Executor {
   };
 
   Executor() = default;
+  // Runs plan_.pipelines[p] (its steps), each thread over its part of the last stage's rows.
+  nnc_status runPipeline(size_t p, std::string* error);
+  // One part: the last stage's rows [first, end), in bands, with windows at `windows`.
+  bool runPipelinePart(const Pipeline& pipe, int64_t first, int64_t end, uint8_t* windows);
   Plan plan_;
   const uint8_t* weights_ = nullptr;
   std::unique_ptr<uint8_t, FreeDeleter> arenaStorage_;  // 64-byte aligned
@@ -61,6 +65,9 @@ class Executor {
   std::vector<std::vector<void*>> stepArgs_;  // per step: buffer base pointers in param-slot order
   std::vector<int64_t> minChunk_;             // per step: outer points per parallel chunk
   std::vector<IoSlot> ioSlots_;
+  std::vector<int> pipelineAt_;                          // per step: the pipeline starting there, or -1
+  std::unique_ptr<uint8_t, FreeDeleter> windowStorage_;  // per thread: every pipeline's windows
+  uint64_t windowStride_ = 0;                            // bytes of one thread's windows
   std::unique_ptr<ThreadPool> pool_;
   std::mutex runMutex_;
 };

@@ -19,6 +19,9 @@
 // Version 5 appends, after the checks:
 //   i64 chunkGranule[numSteps] (1 unless a kernel's outer points come in groups a thread should
 //   keep together)
+// Version 6 appends, after the granules:
+//   u32 numPipelines (u32 firstStep, i64 bandRows, u32 numStages, (i64 rows, i64 unitRows, i64 units,
+//   i64 stride, i64 padBegin, i64 extent, i32 inSlot, i32 outSlot, i64 rowBytes, i64 windowRows)*)*
 // Older versions (without those tails) are still read: version 1 as target cpu with thread-per-point
 // steps, versions 1 and 2 without check steps, versions 1 to 4 with granules of 1. The writer always writes the newest
 // version, so the encoding is canonical for it: an accepted byte string of the newest version re-serializes to itself
@@ -35,7 +38,7 @@ namespace nnc::rt {
 namespace {
 
 constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 constexpr uint32_t kOldestVersion = 1;
 
 // Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
@@ -47,6 +50,9 @@ constexpr uint32_t kMaxArgs = 1u << 16;
 constexpr uint32_t kMaxParams = 1u << 20;
 constexpr uint32_t kMaxRank = 8;  // NNC_MAX_RANK
 constexpr uint64_t kMaxBytes = uint64_t(1) << 48;
+// A row pipeline: at most this many stages, and windows of at most this many bytes per thread.
+constexpr uint32_t kMaxPipelineStages = 8;
+constexpr uint64_t kMaxWindowBytes = uint64_t(1) << 30;
 
 class Writer {
  public:
@@ -270,6 +276,83 @@ std::string formatShape(const int64_t* dims, size_t rank) {
   return s + "]";
 }
 
+// Row pipelines: cpu kernel steps, in order and apart; each stage's units cover exactly its step's
+// outer points; each intermediate output is one buffer that the next stage reads, that no step
+// outside the pipeline touches (the executor never writes it: its rows live in the windows), and
+// whose rows the stage's rowBytes covers; windows bounded. Whether a kernel writes rows as rowBytes
+// says is the compiler's contract with its own generated code, like every kernel's indexing.
+bool validatePipelines(const Plan& plan, std::string* error) {
+  uint64_t nextFree = 0;
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pipe = plan.pipelines[p];
+    const std::string prefix = "pipeline " + std::to_string(p) + ": ";
+    if (plan.target != Target::Cpu) return fail(error, prefix + "row pipelines exist for the cpu target only");
+    const size_t n = pipe.stages.size();
+    if (n < 2 || n > kMaxPipelineStages)
+      return fail(error, prefix + std::to_string(n) + " stages, expected 2 to " + std::to_string(kMaxPipelineStages));
+    if (pipe.firstStep < nextFree || pipe.firstStep + n > plan.steps.size())
+      return fail(error, prefix + "steps " + std::to_string(pipe.firstStep) + " to " +
+                             std::to_string(pipe.firstStep + n - 1) +
+                             " overlap another pipeline or pass the last step");
+    nextFree = pipe.firstStep + n;
+    uint64_t windows = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const PipelineStage& st = pipe.stages[i];
+      const Step& step = plan.steps[pipe.firstStep + i];
+      const std::string at = prefix + "stage " + std::to_string(i) + ": ";
+      if (step.kind != StepKind::Kernel || !step.check.empty()) return fail(error, at + "not a kernel step");
+      int64_t points = 0;
+      if (st.rows < 1 || st.rows > (int64_t(1) << 32) || st.unitRows < 1 || st.unitRows > (int64_t(1) << 32) ||
+          st.units < 1 || __builtin_mul_overflow((st.rows + st.unitRows - 1) / st.unitRows, st.units, &points) ||
+          points != step.outerSize)
+        return fail(error, at + std::to_string(st.rows) + " rows in units of " + std::to_string(st.unitRows) +
+                               " rows x " + std::to_string(st.units) + " points do not make the step's " +
+                               std::to_string(step.outerSize) + " outer points");
+      if (i > 0) {
+        if (st.stride < 1 || st.extent < 1 || st.padBegin < 0 || st.stride > (1 << 20) || st.extent > (1 << 20) ||
+            st.padBegin >= st.extent || st.inSlot < 0 || static_cast<size_t>(st.inSlot) >= step.args.size())
+          return fail(error, at + "bad input window");
+        const PipelineStage& prev = pipe.stages[i - 1];
+        const Step& producer = plan.steps[pipe.firstStep + i - 1];
+        const int32_t buffer = producer.args[static_cast<size_t>(prev.outSlot)];
+        if (step.args[static_cast<size_t>(st.inSlot)] != buffer)
+          return fail(error, at + "reads another buffer than the previous stage writes");
+      }
+      if (i + 1 < n) {
+        if (st.outSlot < 0 || static_cast<size_t>(st.outSlot) >= step.args.size() || st.rowBytes < 1 ||
+            st.windowRows < 1 || st.windowRows > st.rows)
+          return fail(error, at + "bad output window");
+        const int32_t buffer = step.args[static_cast<size_t>(st.outSlot)];
+        const BufferRef& ref = plan.buffers[static_cast<size_t>(buffer)];
+        uint64_t bytes = 0;
+        if (ref.kind != BufferKind::Arena ||
+            __builtin_mul_overflow(static_cast<uint64_t>(st.rows), static_cast<uint64_t>(st.rowBytes), &bytes) ||
+            bytes != ref.size)
+          return fail(error, at + "its output buffer is not an arena buffer of rows x row bytes");
+        windows += (static_cast<uint64_t>(st.windowRows) * static_cast<uint64_t>(st.rowBytes) + 63) / 64 * 64;
+        if (windows > kMaxWindowBytes) return fail(error, at + "windows too large");
+        for (size_t other = 0; other < plan.steps.size(); ++other) {
+          if (other == pipe.firstStep + i || other == pipe.firstStep + i + 1) continue;
+          const auto& args = plan.steps[other].args;
+          if (std::find(args.begin(), args.end(), buffer) != args.end())
+            return fail(error, at + "its output is used by step " + std::to_string(other));
+        }
+        for (size_t a = 0; a < step.args.size(); ++a)
+          if (static_cast<int32_t>(a) != st.outSlot && step.args[a] == buffer)
+            return fail(error, at + "reads its own output");
+        const Step& consumer = plan.steps[pipe.firstStep + i + 1];
+        for (size_t a = 0; a < consumer.args.size(); ++a)
+          if (static_cast<int32_t>(a) != pipe.stages[i + 1].inSlot && consumer.args[a] == buffer)
+            return fail(error, at + "the next stage reads its output through another argument than its input");
+      }
+    }
+    const PipelineStage& last = pipe.stages.back();
+    if (pipe.bandRows < 1 || pipe.bandRows > last.rows || pipe.bandRows % last.unitRows != 0)
+      return fail(error, prefix + "band of " + std::to_string(pipe.bandRows) + " rows");
+  }
+  return true;
+}
+
 bool validatePlan(const Plan& plan, std::string* error) {
   if (plan.target != Target::Cpu && plan.target != Target::Cuda)
     return fail(error, "unknown target " + std::to_string(static_cast<int>(plan.target)));
@@ -367,6 +450,7 @@ bool validatePlan(const Plan& plan, std::string* error) {
       if (readOnly(2)) return fail(error, prefix + "gemm writes a model input or the weights");  // C
     }
   }
+  if (!validatePipelines(plan, error)) return false;
   for (const TensorDesc& d : plan.inputs)
     if (d.name.size() > kMaxStringLength) return fail(error, "input name too long");
   for (const TensorDesc& d : plan.outputs)
@@ -406,6 +490,19 @@ std::vector<uint8_t> serializePlan(const Plan& plan) {
   for (const Step& s : plan.steps) w.u8(static_cast<uint8_t>(s.gpuMapping));
   for (const Step& s : plan.steps) w.str(s.check);
   for (const Step& s : plan.steps) w.i64(s.chunkGranule);
+  w.u32(static_cast<uint32_t>(plan.pipelines.size()));
+  for (const Pipeline& p : plan.pipelines) {
+    w.u32(p.firstStep);
+    w.i64(p.bandRows);
+    w.u32(static_cast<uint32_t>(p.stages.size()));
+    for (const PipelineStage& st : p.stages) {
+      for (int64_t v : {st.rows, st.unitRows, st.units, st.stride, st.padBegin, st.extent}) w.i64(v);
+      w.i32(st.inSlot);
+      w.i32(st.outSlot);
+      w.i64(st.rowBytes);
+      w.i64(st.windowRows);
+    }
+  }
   return w.take();
 }
 
@@ -461,12 +558,37 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
   if (version >= 5) {
     for (uint32_t i = 0; i < numSteps && r.ok(); ++i) p.steps[i].chunkGranule = r.i64("step chunk granule");
   }
+  if (version >= 6) {
+    const uint32_t numPipelines = r.count("pipeline count", kMaxSteps, 16);
+    p.pipelines.resize(numPipelines);
+    for (uint32_t i = 0; i < numPipelines && r.ok(); ++i) {
+      Pipeline& pipe = p.pipelines[i];
+      pipe.firstStep = r.u32("pipeline first step");
+      pipe.bandRows = r.i64("pipeline band rows");
+      pipe.stages.resize(r.count("pipeline stage count", kMaxPipelineStages, 72));
+      for (PipelineStage& st : pipe.stages) {
+        for (int64_t* v : {&st.rows, &st.unitRows, &st.units, &st.stride, &st.padBegin, &st.extent})
+          *v = r.i64("pipeline stage");
+        st.inSlot = r.i32("pipeline stage input slot");
+        st.outSlot = r.i32("pipeline stage output slot");
+        st.rowBytes = r.i64("pipeline stage row bytes");
+        st.windowRows = r.i64("pipeline stage window rows");
+      }
+    }
+  }
   if (!r.ok()) return fail(error, r.error());
   if (r.left() != 0) return fail(error, std::to_string(r.left()) + " trailing bytes after the plan");
   std::string message;
   if (!validatePlan(p, &message)) return fail(error, "invalid plan: " + message);
   *plan = std::move(p);
   return true;
+}
+
+uint64_t Pipeline::windowBytes() const {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i + 1 < stages.size(); ++i)
+    bytes += (static_cast<uint64_t>(stages[i].windowRows) * static_cast<uint64_t>(stages[i].rowBytes) + 63) / 64 * 64;
+  return bytes;
 }
 
 const char* gpuMappingName(GpuMapping mapping) {
@@ -514,6 +636,16 @@ std::string printPlan(const Plan& plan) {
     GemmParams gemm;
     if (s.kind == StepKind::Library && decodeGemm(s.params, &gemm, nullptr)) out += " " + describeGemm(gemm);
     out += "  ; " + s.origin + "\n";
+  }
+  for (const Pipeline& p : plan.pipelines) {
+    out += "pipeline steps " + std::to_string(p.firstStep) + "-" + std::to_string(p.firstStep + p.stages.size() - 1) +
+           ": bands of " + std::to_string(p.bandRows) + " rows; windows " + std::to_string(p.windowBytes()) +
+           " bytes per thread;";
+    for (const PipelineStage& st : p.stages)
+      out += " [" + std::to_string(st.rows) + " rows" +
+             (st.windowRows ? ", window " + std::to_string(st.windowRows) + " x " + std::to_string(st.rowBytes) : "") +
+             "]";
+    out += "\n";
   }
   return out;
 }

@@ -71,6 +71,35 @@ struct Step {
 // and writes an i64[kCheckResultSize] result into its last argument (ir/check_result.h); the
 // executor fails the run when kCheckViolations is non-zero.
 
+// A row pipeline (version 6, cpu): consecutive kernel steps over the rows of one image, each
+// intermediate step's output read by the next step only (a channels-last inverted residual block:
+// 1 x 1 expansion, depthwise conv, 1 x 1 projection). The executor runs them band by band of the
+// last step's rows, each thread over its own part of the rows: an intermediate step computes only
+// the rows the next one needs, into a window of a few rows of its own (the step's output argument
+// pointed so that row r lands at row r - first of the window), instead of writing its whole tensor
+// to memory and the next step reading it back.
+struct PipelineStage {
+  int64_t rows = 0;      // rows of the step's output image
+  int64_t unitRows = 1;  // output rows per `units` outer points (a GEMM task covers whole rows)
+  int64_t units = 1;     // outer points per unitRows rows
+  // After the first stage: the input rows output row r reads, [r * stride - padBegin, + extent),
+  // within [0, the previous stage's rows); inSlot: the argument reading the previous output.
+  int64_t stride = 1, padBegin = 0, extent = 1;
+  int32_t inSlot = -1;
+  // Before the last stage: the argument it writes its output to, the bytes of one output row, and
+  // the rows of its window.
+  int32_t outSlot = -1;
+  int64_t rowBytes = 0;
+  int64_t windowRows = 0;
+};
+struct Pipeline {
+  uint32_t firstStep = 0;  // stages are steps firstStep, firstStep + 1, ...
+  int64_t bandRows = 1;    // the last stage's rows per band (a multiple of its unitRows)
+  std::vector<PipelineStage> stages;
+  // Bytes of one thread's windows, each 64-byte aligned.
+  uint64_t windowBytes() const;
+};
+
 struct Plan {
   std::vector<TensorDesc> inputs;
   std::vector<TensorDesc> outputs;
@@ -78,10 +107,11 @@ struct Plan {
   std::vector<Step> steps;
   uint64_t arenaSize = 0;
   uint64_t weightsSize = 0;
-  Target target = Target::Cpu;  // version 2
+  Target target = Target::Cpu;      // version 2
+  std::vector<Pipeline> pipelines;  // version 6; ordered by firstStep, not overlapping
 };
 
-// A stable little-endian binary encoding (versioned: writes version 5, reads 1 to 5); deserialize
+// A stable little-endian binary encoding (versioned: writes version 6, reads 1 to 6); deserialize
 // checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);

@@ -20,7 +20,8 @@ struct ChainCase {
   std::function<void(GraphBuilder&, std::mt19937&, std::vector<Tensor>*)> build;  // runtime inputs' data in *feeds
   int depthwise;  // DepthwiseConvNhwc nodes the -O2 pipeline must make
   DType dtype = DType::F32;
-  int pools = 0;  // and PoolNhwc nodes
+  int pools = 0;      // and PoolNhwc nodes
+  int pipelines = 0;  // and row pipelines in the plan (driver/row_pipelines.h)
 };
 
 Tensor randomTensor(DType dtype, const Shape& shape, std::mt19937& rng) {
@@ -110,6 +111,18 @@ std::vector<ChainCase> cases() {
          b.output(b.op(OpKind::GlobalAveragePool, {x}));
        },
        2},
+      // Rows of 28 and 14 pixels (two row tiles, one), stride 1 with a residual, then stride 2: a stem,
+      // both blocks and the stride-2 block's projection in row pipelines.
+      {"inverted_residuals_in_row_pipelines",
+       [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+         Chain c{b, rng, feeds};
+         Value* x = c.relu(c.conv(c.input(Shape({1, 3, 30, 30})), 8, {3, 3}, convAttrs(1, {1, 1}, {0, 0, 0, 0})));
+         x = b.add(invertedResidual(c, x, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})), x);
+         Value* e = c.relu(c.pointwise(x, 16));
+         Value* d = c.relu(c.depthwise(e, {3, 3}, convAttrs(0, {2, 2}, {1, 1, 1, 1})));
+         b.output(c.pointwise(d, 12));
+       },
+       2, DType::F32, 0, 1},
       {"pools_in_the_chain",
        [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
          Chain c{b, rng, feeds};
@@ -169,6 +182,7 @@ TEST(ChannelsLast, ComputesWhatTheConvChainComputes) {
       o.optLevel = 2;
       o.verifyEachPass = true;
       o.numThreads = threads;
+      o.rowPipelineMinBytes = 0;  // every chain that can be one
       auto jit = compileJit(*g, o);
       ASSERT_TRUE(jit.isOk()) << c.name << ": " << jit.status().message();
       int depthwise = 0, pools = 0;
@@ -178,6 +192,11 @@ TEST(ChannelsLast, ComputesWhatTheConvChainComputes) {
       }
       EXPECT_EQ(depthwise, c.depthwise) << c.name;
       EXPECT_EQ(pools, c.pools) << c.name;
+      int pipelines = 0;
+      const std::string& plan = (*jit)->report().plan;
+      for (size_t at = plan.find("pipeline steps"); at != std::string::npos; at = plan.find("pipeline steps", at + 1))
+        ++pipelines;
+      EXPECT_EQ(pipelines, c.pipelines) << c.name << "\n" << plan;
       // Every f32 pointwise conv is a packed contraction, also one reading the channel-first input
       // through a transpose (its index had been left with div/mod: a loop nest 70x slower).
       if (c.dtype == DType::F32) {

@@ -42,6 +42,8 @@ void expectSamePlan(const Plan& a, const Plan& b) {
     EXPECT_EQ(a.steps[i].chunkGranule, b.steps[i].chunkGranule);
   }
   EXPECT_EQ(a.target, b.target);
+  EXPECT_EQ(serializePlan(Plan{{}, {}, {}, {}, 0, 0, Target::Cpu, a.pipelines}),
+            serializePlan(Plan{{}, {}, {}, {}, 0, 0, Target::Cpu, b.pipelines}));
   EXPECT_EQ(a.arenaSize, b.arenaSize);
   EXPECT_EQ(a.weightsSize, b.weightsSize);
 }
@@ -101,7 +103,7 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   p.steps.push_back(s);
   // Written out by hand from the format description in runtime/plan.cpp.
   std::vector<uint8_t> expected = {
-      'N',  'N',  'C', 'P', 5,   0,   0, 0,                             // magic, version 5
+      'N',  'N',  'C', 'P', 6,   0,   0, 0,                             // magic, version 6
       0x02, 0x01, 0,   0,   0,   0,   0, 0,                             // arena size
       16,   0,    0,   0,   0,   0,   0, 0,                             // weights size
       0,    0,    0,   0,   0,   0,   0, 0,                             // no inputs, no outputs
@@ -117,12 +119,19 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
       0,                                                                // version 2: step 0 thread per point
       0,    0,    0,   0,                                               // version 3: step 0 checks nothing
       3,    0,    0,   0,   0,   0,   0, 0,                             // version 5: step 0 chunk granule 3
+      0,    0,    0,   0,                                               // version 6: no pipelines
   };
   EXPECT_EQ(serializePlan(p), expected);
   Plan back;
   std::string error;
   ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &back, &error)) << error;
   expectSamePlan(p, back);
+  // Version 5 (no pipeline tail) still reads.
+  expected[4] = 5;
+  expected.resize(expected.size() - 4);
+  Plan v5;
+  ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &v5, &error)) << error;
+  expectSamePlan(p, v5);
   // Version 4 (no granule tail: every granule 1) still reads.
   expected[4] = 4;
   expected.resize(expected.size() - 8);
@@ -167,14 +176,14 @@ TEST(Plan, RejectsBadHeader) {
   bad[0] = 'X';
   EXPECT_EQ(deserializeError(bad), "not an nnc plan (bad magic)");
   bad = bytes;
-  bad[4] = 6;
-  EXPECT_EQ(deserializeError(bad), "unsupported plan version 6 (this runtime reads versions 1 to 5)");
+  bad[4] = 7;
+  EXPECT_EQ(deserializeError(bad), "unsupported plan version 7 (this runtime reads versions 1 to 6)");
   EXPECT_EQ(deserializeError({'N', 'N'}), "not an nnc plan (bad magic)");
   bad = bytes;
   bad.push_back(0);
   EXPECT_EQ(deserializeError(bad), "1 trailing bytes after the plan");
   bad.assign(bytes.begin(), bytes.end() - 1);
-  EXPECT_EQ(deserializeError(bad), "truncated plan: step chunk granule runs past the end");
+  EXPECT_EQ(deserializeError(bad), "truncated plan: pipeline count runs past the end");
   Plan p;
   std::string error;
   EXPECT_FALSE(deserializePlan(nullptr, 0, &p, &error));
@@ -303,8 +312,9 @@ void checkCorrupt(const std::vector<uint8_t>& bytes, size_t* accepted) {
   }
 }
 
-TEST(Plan, CorruptionNeverReadsOutOfBounds) {
-  const std::vector<uint8_t> good = serializePlan(richPlan());
+// Every truncation, every byte flipped several ways, and random multi-byte damage of `plan`'s bytes.
+void checkCorruptions(const Plan& plan) {
+  const std::vector<uint8_t> good = serializePlan(plan);
   size_t accepted = 0, total = 0;
   for (size_t len = 0; len < good.size(); ++len) {  // every truncation
     checkCorrupt(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(len)), &accepted);
@@ -332,6 +342,10 @@ TEST(Plan, CorruptionNeverReadsOutOfBounds) {
   // changed name character, are legitimately still valid plans.
   EXPECT_GT(accepted, 0u);
   EXPECT_LT(accepted, total / 2);
+}
+
+TEST(Plan, CorruptionNeverReadsOutOfBounds) {
+  for (const Plan& plan : {richPlan(), testing::makeRowPipelinePlan(9, true)}) checkCorruptions(plan);
 }
 
 TEST(Plan, HelperFormatting) {

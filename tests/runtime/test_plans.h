@@ -1,6 +1,7 @@
 // Hand-built plans and C++ kernels for the runtime tests (no compiler involved).
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -59,6 +60,65 @@ inline Plan makeAddDoublePlan(int64_t rows, int64_t cols) {
   p.steps = {add, dbl};
   p.arenaSize = 64 + bytes;
   p.weightsSize = bytes;
+  return p;
+}
+
+inline constexpr int64_t kPipelineCols = 12;
+
+// A row pipeline's plan (runtime/pipeline_test.cpp has its kernels): x [rows x 12] -> "scale" (two
+// rows per outer point) -> t1 -> "window3" (rows r - 1 to r + 1) -> t2 -> "stride2" (rows 2r, 2r + 1;
+// its first argument a weight it does not read) -> y [ceil(rows / 2) x 12]; pipelined or not.
+inline Plan makeRowPipelinePlan(int64_t rows, bool pipelined) {
+  const uint64_t row = kPipelineCols * 4, bytes = static_cast<uint64_t>(rows) * row;
+  const int64_t outRows = (rows + 1) / 2;
+  Plan p;
+  p.inputs.push_back({"x", 1, {rows, kPipelineCols}, bytes});
+  p.outputs.push_back({"y", 1, {outRows, kPipelineCols}, static_cast<uint64_t>(outRows) * row});
+  p.buffers = {{BufferKind::Input, 0, bytes},
+               {BufferKind::Arena, 0, bytes},
+               {BufferKind::Arena, (bytes + 63) / 64 * 64, bytes},
+               {BufferKind::Output, 0, static_cast<uint64_t>(outRows) * row},
+               {BufferKind::Weight, 0, 4}};
+  p.arenaSize = 2 * ((bytes + 63) / 64 * 64);
+  p.weightsSize = 4;
+  auto kernel = [](const char* name, std::vector<int32_t> args, int64_t outer) {
+    Step s;
+    s.kind = StepKind::Kernel;
+    s.name = name;
+    s.args = std::move(args);
+    s.outerSize = outer;
+    s.origin = name;
+    return s;
+  };
+  p.steps = {kernel("scale", {0, 1}, (rows + 1) / 2), kernel("window3", {1, 2}, rows),
+             kernel("stride2", {4, 2, 3}, outRows)};
+  if (pipelined) {
+    Pipeline pipe;
+    pipe.firstStep = 0;
+    pipe.bandRows = std::min<int64_t>(2, outRows);
+    PipelineStage scale;
+    scale.rows = rows;
+    scale.unitRows = 2;
+    scale.outSlot = 1;
+    scale.rowBytes = static_cast<int64_t>(row);
+    PipelineStage win;
+    win.rows = rows;
+    win.padBegin = 1;
+    win.extent = 3;
+    win.inSlot = 0;
+    win.outSlot = 1;
+    win.rowBytes = static_cast<int64_t>(row);
+    PipelineStage down;
+    down.rows = outRows;
+    down.stride = 2;
+    down.extent = 2;
+    down.inSlot = 1;
+    // Windows as driver/row_pipelines.cpp sizes them: the reader's rows, plus a unit at either end.
+    win.windowRows = std::min(rows, (pipe.bandRows - 1) * 2 + 2);
+    scale.windowRows = std::min(rows, (win.windowRows - 1) + 3 + 2);
+    pipe.stages = {scale, win, down};
+    p.pipelines.push_back(pipe);
+  }
   return p;
 }
 
