@@ -794,6 +794,19 @@ class KernelLowering {
     separable_.columnsOnce = c.aRowIndex != kir::kNoExpr && kBlocks == 1;
     if (separable_.columnsOnce) fillColumnOffsets(c, i64(0), i64(c.k));
     Value* base = bases_[store.slot];
+    // Whether the epilogue can run as vectors along the tile's columns (wholeTileEpilogue): an as-is
+    // tile, one f32 store at unit stride per column of a value the vector emitter computes.
+    vectorMemo_ = VectorMemo();
+    facts_ = nullptr;
+    windowLanes_ = c.lanes;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)  // the sum is the tile's vector, never its body
+      if (k_.exprs[e].op == ExprOp::ReduceValue) {
+        vectorMemo_.depends[static_cast<ExprId>(e)] = true;
+        vectorMemo_.ok[static_cast<ExprId>(e)] = true;
+      }
+    const bool vectorEpilogue = !c.transposed && k_.params[store.slot].dtype == DType::F32 &&
+                                k_.expr(store.value).dtype == DType::F32 && !store.perInner &&
+                                innerStride(store.index) == std::optional<int64_t>(1) && vectorizable(store.value);
     emitLoop(
         fn_->getArg(1), end,
         [&](Value* task) {
@@ -958,12 +971,39 @@ class KernelLowering {
                         "epi.outer",
                         c.transposed ? nullptr : loopHints({{"llvm.loop.vectorize.enable", b_.getFalse()}}));
                   };
+                  // A whole as-is tile: the epilogue row by row in vectors of the tile's own width,
+                  // unrolled, so that its loads of the tile are the microkernel's stores just made
+                  // (LLVM forwards them: the accumulators go from registers to the output).
+                  auto wholeTileEpilogue = [&] {
+                    const auto lanes = static_cast<unsigned>(c.lanes);
+                    auto* vty = llvm::FixedVectorType::get(f32, lanes);
+                    for (int64_t i = 0; i < c.mr; ++i)
+                      for (int64_t v = 0; v < c.nr / c.lanes; ++v) {
+                        scopes_.emplace_back();
+                        bind(rowVar(c), b_.CreateAdd(i0, i64(i)));
+                        bind(colVar(c), b_.CreateAdd(j0, i64(v * c.lanes)));
+                        Value* at = b_.CreateConstInBoundsGEP1_64(f32, tile, i * c.nr + v * c.lanes);
+                        vectorReduced_.assign(1, b_.CreateAlignedLoad(vty, at, llvm::Align(4)));
+                        reduced_.assign(1, nullptr);
+                        Value* index = value(store.index);
+                        Value* stored = vectorValue(store.value);
+                        if (index && stored)
+                          b_.CreateAlignedStore(stored, b_.CreateInBoundsGEP(f32, bases_[store.slot], index),
+                                                llvm::Align(4));
+                        scopes_.pop_back();
+                      }
+                  };
+                  auto finish = [&] {
+                    if (!vectorEpilogue) return epilogue();
+                    emitIfElse(b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)), b_.CreateICmpEQ(cols, i64(c.nr))),
+                               wholeTileEpilogue, epilogue);
+                  };
                   if (cTile) {
-                    emitIfElse(last, epilogue, [&] {
+                    emitIfElse(last, finish, [&] {
                       emitIf(b_.CreateNot(whole), [&] { copyTile(tile, c.nr, cTile, c.n, rows, cols); });
                     });
                   } else {
-                    epilogue();
+                    finish();
                   }
                 };
                 if (rowTilesOuter) {
