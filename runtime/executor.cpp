@@ -315,8 +315,8 @@ bool Executor::runPipelinePart(const Pipeline& pipe, int64_t first, int64_t end,
       const PipelineStage& st = pipe.stages[i];
       State& s = state[i];
       const State& r = state[i + 1];
-      if (r.from >= r.to) {
-        s.from = s.to = 0;
+      if (r.from >= r.to) {  // nothing to read this band: nothing to compute, the window as it is
+        s.from = s.to = s.empty ? 0 : s.done;
         s.keep = s.empty ? 0 : s.lo;
         continue;
       }

@@ -96,26 +96,19 @@ inline Plan makeRowPipelinePlan(int64_t rows, bool pipelined) {
     Pipeline pipe;
     pipe.firstStep = 0;
     pipe.bandRows = std::min<int64_t>(2, outRows);
-    PipelineStage scale;
-    scale.rows = rows;
-    scale.unitRows = 2;
-    scale.outSlot = 1;
-    scale.rowBytes = static_cast<int64_t>(row);
-    PipelineStage win;
-    win.rows = rows;
-    win.padBegin = 1;
-    win.extent = 3;
-    win.inSlot = 0;
-    win.outSlot = 1;
-    win.rowBytes = static_cast<int64_t>(row);
-    PipelineStage down;
-    down.rows = outRows;
-    down.stride = 2;
-    down.extent = 2;
-    down.inSlot = 1;
+    const auto rowBytes = static_cast<int64_t>(row);
     // Windows as driver/row_pipelines.cpp sizes them: the reader's rows, plus a unit at either end.
-    win.windowRows = std::min(rows, (pipe.bandRows - 1) * 2 + 2);
-    scale.windowRows = std::min(rows, (win.windowRows - 1) + 3 + 2);
+    const int64_t winRows = std::min(rows, (pipe.bandRows - 1) * 2 + 2);
+    const int64_t scaleRows = std::min(rows, (winRows - 1) + 3 + 2);
+    const PipelineStage scale{.rows = rows, .unitRows = 2, .outSlot = 1, .rowBytes = rowBytes, .windowRows = scaleRows};
+    const PipelineStage win{.rows = rows,
+                            .padBegin = 1,
+                            .extent = 3,
+                            .inSlot = 0,
+                            .outSlot = 1,
+                            .rowBytes = rowBytes,
+                            .windowRows = winRows};
+    const PipelineStage down{.rows = outRows, .stride = 2, .extent = 2, .inSlot = 1};
     pipe.stages = {scale, win, down};
     p.pipelines.push_back(pipe);
   }
