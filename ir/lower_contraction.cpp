@@ -40,8 +40,8 @@ static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
 // cycle as 16-lane ones (Zen 4, AVX2 machines) they are 8-lane: 16 columns as 2 x 8 instead of half
 // of a 2 x 16 panel, wasting nothing (MobileNetV2's 32 -> 16 projection at 112^2: 0.48 -> 0.14 ms
 // on Zen 4). Where a 16-lane FMA is twice as fast (TileTarget::fullRateWideFma) they stay 16-lane:
-// 16 columns as 1 x 16, 24 as 2 x 16 with a third of the second vector padding (on the Xeon: the 32
-// -> 16 projection 0.155 -> see bench/NOTES.md). A GEMM of a few row tiles (a 1 x 1 conv to 16 or 24
+// 16 columns as 1 x 16, 24 as 2 x 16 with a third of the second vector padding (on the Xeon the 32
+// -> 16 projection at 112^2: 0.153 -> 0.137 ms). A GEMM of a few row tiles (a 1 x 1 conv to 16 or 24
 // channels, weights x activations) splits its rows evenly: 16 rows as 2 x 8 instead of 14 + 2.
 void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   int nrVectors = 2;

@@ -347,7 +347,8 @@ bool validatePipelines(const Plan& plan, std::string* error) {
       }
     }
     const PipelineStage& last = pipe.stages.back();
-    if (pipe.bandRows < 1 || pipe.bandRows > last.rows || pipe.bandRows % last.unitRows != 0)
+    if (pipe.bandRows < 1 || pipe.bandRows > last.rows ||
+        (pipe.bandRows % last.unitRows != 0 && pipe.bandRows != last.rows))
       return fail(error, prefix + "band of " + std::to_string(pipe.bandRows) + " rows");
   }
   return true;

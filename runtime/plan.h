@@ -94,7 +94,7 @@ struct PipelineStage {
 };
 struct Pipeline {
   uint32_t firstStep = 0;  // stages are steps firstStep, firstStep + 1, ...
-  int64_t bandRows = 1;    // the last stage's rows per band (a multiple of its unitRows)
+  int64_t bandRows = 1;    // the last stage's rows per band (a multiple of its unitRows, or all of them)
   std::vector<PipelineStage> stages;
   // Bytes of one thread's windows, each 64-byte aligned.
   uint64_t windowBytes() const;
