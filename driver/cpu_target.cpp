@@ -67,7 +67,8 @@ class CpuTarget final : public Target {
     passes::ContractionHooks hooks;
     hooks.kind = GroupKind::Contraction;
     hooks.isAnchor = isPackedContraction;
-    // Strided views fold into the operand's offset and strides; unpadded patches into B, read in place.
+    // Strided views fold into the operand's offset and strides; unpadded im2col patches into B (or, for
+    // a stem's patch rows, into A), read in place.
     hooks.foldsIntoOperand = [](const Node& producer, int operand) {
       return opDef(producer.op()).stridedView || isInPlacePatches(producer, operand);
     };

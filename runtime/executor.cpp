@@ -290,8 +290,7 @@ bool Executor::runPipelinePart(const Pipeline& pipe, int64_t first, int64_t end,
     state[i].args = stepArgs_[pipe.firstStep + i];
     if (i + 1 < n) {
       state[i].window = next;
-      const PipelineStage& st = pipe.stages[i];
-      next += (static_cast<uint64_t>(st.windowRows) * static_cast<uint64_t>(st.rowBytes) + 63) / 64 * 64;
+      next += pipe.stages[i].windowBytes();
     }
   }
   // The step's argument pointed so that row r of the output lands at window + (r - lo) * rowBytes

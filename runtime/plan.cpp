@@ -329,7 +329,7 @@ bool validatePipelines(const Plan& plan, std::string* error) {
             __builtin_mul_overflow(static_cast<uint64_t>(st.rows), static_cast<uint64_t>(st.rowBytes), &bytes) ||
             bytes != ref.size)
           return fail(error, at + "its output buffer is not an arena buffer of rows x row bytes");
-        windows += (static_cast<uint64_t>(st.windowRows) * static_cast<uint64_t>(st.rowBytes) + 63) / 64 * 64;
+        windows += st.windowBytes();
         if (windows > kMaxWindowBytes) return fail(error, at + "windows too large");
         for (size_t other = 0; other < plan.steps.size(); ++other) {
           if (other == pipe.firstStep + i || other == pipe.firstStep + i + 1) continue;
@@ -587,8 +587,7 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
 
 uint64_t Pipeline::windowBytes() const {
   uint64_t bytes = 0;
-  for (size_t i = 0; i + 1 < stages.size(); ++i)
-    bytes += (static_cast<uint64_t>(stages[i].windowRows) * static_cast<uint64_t>(stages[i].rowBytes) + 63) / 64 * 64;
+  for (size_t i = 0; i + 1 < stages.size(); ++i) bytes += stages[i].windowBytes();
   return bytes;
 }
 

@@ -91,6 +91,10 @@ struct PipelineStage {
   int32_t outSlot = -1;
   int64_t rowBytes = 0;
   int64_t windowRows = 0;
+  // Bytes of its window, rounded up to 64 so that the next stage's window stays aligned.
+  uint64_t windowBytes() const {
+    return (static_cast<uint64_t>(windowRows) * static_cast<uint64_t>(rowBytes) + 63) / 64 * 64;
+  }
 };
 struct Pipeline {
   uint32_t firstStep = 0;  // stages are steps firstStep, firstStep + 1, ...
