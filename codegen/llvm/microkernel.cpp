@@ -8,6 +8,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace nnc::codegen::llvmcpu {
@@ -25,7 +26,7 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Type* fp = f32->getPointerTo();
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(s.lanes));
   auto* fty = llvm::FunctionType::get(
-      b.getVoidTy(), {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64, i64->getPointerTo(), i64}, false);
+      b.getVoidTy(), {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64, i64->getPointerTo(), i64, fp}, false);
   auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
   fn->setDoesNotThrow();
   if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
@@ -42,6 +43,7 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   llvm::Value* ldDst = fn->getArg(8);
   llvm::Value* aColumns = fn->getArg(9);
   llvm::Value* aSecond = fn->getArg(10);
+  llvm::Value* nextBlock = fn->getArg(11);
 
   const int64_t vectors = s.nr / s.lanes;
   const llvm::Align scalarAlign(4);
@@ -98,6 +100,13 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   for (int64_t line = 0; line < rowBytes; line += 64)
     b.CreateCall(prefetch, {b.CreateGEP(f32, ahead, b.getInt64(line / 4)), /*read*/ b.getInt32(0),
                             /*keep in all levels*/ b.getInt32(3), /*data*/ b.getInt32(1)});
+  if (s.nextStride > 0) {
+    // (Not inbounds: `next` may lie past the weights; a prefetch never faults.)
+    llvm::Value* at = b.CreateGEP(b.getInt8Ty(), nextBlock, b.CreateMul(p, b.getInt64(s.nextStride)));
+    for (int64_t line = 0; line < std::min<int64_t>(2, (s.nextStride + 63) / 64); ++line)
+      b.CreateCall(prefetch, {b.CreateGEP(b.getInt8Ty(), at, b.getInt64(line * 64)), /*read*/ b.getInt32(0),
+                              /*L2*/ b.getInt32(2), /*data*/ b.getInt32(1)});
+  }
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::fma, {vty});
   llvm::Value* aCol =
       s.indirectA

@@ -24,17 +24,22 @@ struct MicrokernelShape {
   // one vector each, transposed in registers (needs rows <= lanes). A transposed GEMM's tile is thus
   // laid out like its output, whose contiguous axis is the tile's rows. Never accumulates.
   bool transposedStore = false;
+  // Bytes of the next weights block hinted into L2 per k step (0: none), from the pointer argument
+  // `next`: one or two cache lines per step at next + p * nextStride, so that a block streaming from
+  // DRAM arrives while the current one, already in L2, is computed.
+  int64_t nextStride = 0;
 };
 
 // Emits an internal function
 //   void <name>(const float* a, const float* b, int64_t ldb, int64_t kLen,
 //               const float* src, int64_t ldSrc, i1 accumulate, float* dst, int64_t ldDst,
-//               const int64_t* aColumns, int64_t aSecond)
+//               const int64_t* aColumns, int64_t aSecond, const float* next)
 // computing, for i < rows and j < nr,
 //   dst[i * ldDst + j] = (accumulate ? src[i * ldSrc + j] : 0)
 //                        + sum_{p < kLen} a[i * aRowStride + p * aColStride] * b[p * ldb + j]
 // (a[aColumns[p] + i * aRowStride] with indirectA, and a[aColumns[p] + aSecond + (i - splitRow) *
-// aRowStride] for rows i >= splitRow > 0; aColumns and aSecond are unused otherwise)
+// aRowStride] for rows i >= splitRow > 0; aColumns and aSecond are unused otherwise; `next` is only
+// prefetched, never read)
 // with the rows x nr accumulators in vector registers (one FMA per lane, rounded once). kLen >= 1.
 // b's rows, and src's and dst's, must be readable/writable as whole vectors (nr floats each): the
 // caller passes the output itself for whole tiles, a scratch tile at the edges. src may be dst.
