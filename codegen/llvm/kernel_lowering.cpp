@@ -51,8 +51,9 @@ using llvm::Value;
 // are rows up to kMaxInPlaceFewPanelsRowLength long when the GEMM has at most kMaxInPlacePanels
 // column panels to amortise a pack over.
 constexpr int64_t kMaxInPlaceRowLength = 384, kMaxInPlaceFewPanelsRowLength = 1024, kMaxInPlacePanels = 10;
-// Packed weights over this many bytes do not stay in a 2 MiB L2 between runs (emitContraction).
-constexpr int64_t kL2ResidentWeightBytes = 1 << 20;
+// Packed weights (or an output) over this many bytes do not stay in a 2 MiB L2 between runs (or
+// kernels; emitContraction).
+constexpr int64_t kL2ResidentBytes = 1 << 20;
 
 class KernelLowering {
  public:
@@ -671,29 +672,69 @@ class KernelLowering {
   Value* smax(Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSGT(a, b), a, b); }
   Value* i64(int64_t v) { return b_.getInt64(v); }
 
-  // A transposed tile is stored as `cols` runs of `rows` floats, each in another output row (a
-  // conv's channel planes): lines the epilogue would miss on in turn, write-allocating each from
-  // memory (the stem's 64 planes of 12,321 pixels: 3 MB). Asked for before the microkernel, they
-  // arrive while it computes. The first and last element of each run: a run spans two lines at most.
-  void prefetchTransposedTile(const kir::Store& store, Value* i0, Value* j0, Value* rows, Value* cols) {
+  // A tile's output lines, and the lines of the tensors its epilogue reads (a residual), are misses
+  // the epilogue would take in turn, each write-allocated or read from L3 or memory: a transposed
+  // tile's `cols` runs of `rows` floats each in another channel plane (the stem's 64 planes of
+  // 12,321 pixels: 3 MB), an as-is tile's `rows` runs in rows a whole image row apart (a 1 x 1
+  // conv's 256 channel planes of 56 x 56). Asked for before the microkernel, they arrive while it
+  // computes. The first and last element of each run: a run spans two lines at most.
+  void prefetchTile(const kir::Store& store, Value* i0, Value* j0, Value* rows, Value* cols) {
     const kir::Contraction& c = *k_.contraction;
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
-    llvm::Type* elem = ops_.storageType(k_.params[store.slot].dtype);
+    struct Target {
+      int32_t slot;
+      ExprId index;
+      bool write;
+    };
+    std::vector<Target> targets = {{store.slot, store.index, true}};
+    for (ExprId load : epilogueLoads(store.value)) targets.push_back({k_.expr(load).slot, k_.expr(load).a, false});
+    Value* runs = c.transposed ? cols : rows;
     emitLoop(
-        i64(0), cols,
-        [&](Value* j) {
-          bind(colVar(c), b_.CreateAdd(j0, j));
-          for (Value* i : {i0, b_.CreateAdd(i0, b_.CreateSub(rows, i64(1)))}) {
+        i64(0), runs,
+        [&](Value* r) {
+          const auto [first, last] = c.transposed ? std::pair{i0, b_.CreateAdd(i0, b_.CreateSub(rows, i64(1)))}
+                                                  : std::pair{j0, b_.CreateAdd(j0, b_.CreateSub(cols, i64(1)))};
+          bind(c.transposed ? colVar(c) : rowVar(c), b_.CreateAdd(c.transposed ? j0 : i0, r));
+          for (Value* at : {first, last}) {
             scopes_.emplace_back();
-            bind(rowVar(c), i);
-            if (Value* index = value(store.index)) {
-              Value* ptr = b_.CreateInBoundsGEP(elem, bases_[store.slot], index);
-              b_.CreateCall(prefetch, {ptr, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
-            }
+            bind(c.transposed ? rowVar(c) : colVar(c), at);
+            for (const Target& t : targets)
+              if (Value* index = value(t.index)) {
+                Value* ptr = b_.CreateInBoundsGEP(ops_.storageType(k_.params[t.slot].dtype), bases_[t.slot], index);
+                b_.CreateCall(prefetch, {ptr, b_.getInt32(t.write ? 1 : 0), b_.getInt32(3), b_.getInt32(1)});
+              }
             scopes_.pop_back();
           }
         },
-        "prefetch.out", noVectorLoop());
+        "prefetch.tile", noVectorLoop());
+  }
+
+  // The loads of other tensors in a contraction's store value (not inside its reduction), at most a
+  // few, whose index reads no memory (a gather's would be a load of its own).
+  std::vector<ExprId> epilogueLoads(ExprId value) const {
+    constexpr size_t kMaxPrefetchedLoads = 2;
+    std::vector<ExprId> loads, work = {value};
+    std::set<ExprId> seen;
+    while (!work.empty() && loads.size() < kMaxPrefetchedLoads) {
+      const ExprId e = work.back();
+      work.pop_back();
+      if (e == kir::kNoExpr || !seen.insert(e).second) continue;
+      const kir::ExprNode& n = k_.expr(e);
+      if (n.op == ExprOp::ReduceValue) continue;
+      if (n.op == ExprOp::Load) {
+        if (!readsMemory(n.a)) loads.push_back(e);
+        continue;
+      }
+      work.insert(work.end(), {n.a, n.b, n.c});
+    }
+    return loads;
+  }
+
+  bool readsMemory(ExprId e) const {
+    if (e == kir::kNoExpr) return false;
+    const kir::ExprNode& n = k_.expr(e);
+    return n.op == ExprOp::Load || n.op == ExprOp::ReduceValue || readsMemory(n.a) || readsMemory(n.b) ||
+           readsMemory(n.c);
   }
 
   void emitContraction(const kir::Contraction& c) {
@@ -753,8 +794,12 @@ class KernelLowering {
     // arrives while this one is computed.
     const int64_t kBlocks = (c.k + c.kc - 1) / c.kc;
     const bool prefetchNextBlock = c.bLayout == BLayout::Packed && kBlocks == 1 && c.nBlocks() > 1 &&
-                                   c.nPanels() * c.k * c.nr * 4 > kL2ResidentWeightBytes;
+                                   c.nPanels() * c.k * c.nr * 4 > kL2ResidentBytes;
     const int64_t nextStride = prefetchNextBlock ? std::max<int64_t>(4, (c.nr * 4 + c.mTiles() - 1) / c.mTiles()) : 0;
+    // An as-is tile's output misses only when the output outgrows L2 (and is not a row pipeline's
+    // window, which stays in cache): 1 x 1 convs over 56 x 56 images, 3 MB; a transposed tile's
+    // always lands in channel planes far apart.
+    const bool prefetchTiles = c.transposed || (c.imageWidth == 0 && c.batch * c.m * c.n * 4 > kL2ResidentBytes);
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows) {
       const MicrokernelShape shape =
@@ -918,7 +963,7 @@ class KernelLowering {
                                                         b_.CreateAdd(b_.CreateMul(i0, i64(c.aRowStride)),
                                                                      b_.CreateMul(kc0, i64(c.aColStride))))
                                  : b_.CreateInBoundsGEP(f32, aPacked, b_.CreateMul(b_.CreateMul(t, kLen), i64(c.mr)));
-                  if (c.transposed) prefetchTransposedTile(store, i0, j0, rows, cols);
+                  if (prefetchTiles) prefetchTile(store, i0, j0, rows, cols);
                   // The same panel of the next column block (this one's at the last), from this row
                   // tile's share of it on.
                   Value* next = bPanel;
