@@ -89,16 +89,17 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
 // once per row block. Eight chained 7 x 7 3 x 3 convs, 1 thread: 20.4-21.3 -> 17.4-17.6 ms; ResNet-18
 // 27.6-28.1 -> 26.4 ms. Only for a conv's patches, read in place (cheap to re-read per task): a plain
 // GEMM's run-time A would be repacked by every task (GPT-2's block 14 -> 16 ms when tried).
-// A block takes a quarter of L2, not half: the microkernel hints the next block into L2 while this
-// one is read (codegen's prefetchNextBlock), so two blocks and the patches share it (eight chained
-// 2048 -> 2048 1 x 1 convs at 7 x 7: 1 MB blocks 30.6 ms, 512 KB 28.5, with the hints 25.8).
+// A block takes 3/8 of L2, not half: the microkernel hints the next block into L2 while this one
+// is read (codegen's prefetchNextBlock), so two blocks and the patches share it (eight chained 2048
+// -> 2048 1 x 1 convs at 7 x 7: 1 MB blocks 29.5 ms, 512 KB with the hints 24.2). (A quarter split
+// the 590 KB blocks of 2304-deep convs too: ResNet-18 at 64 x 64 1.95 -> 2.03 ms at 2 threads.)
 void chooseColumnBlocksOuter(const kir::TileTarget& t, kir::Contraction& c) {
   const double aBytes = 4.0 * static_cast<double>(c.m) * static_cast<double>(c.k);
   const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n);
   c.columnBlocksOuter = c.transposed && c.mBlocks() > 1 && c.nBlocks() > 1 && bBytes > aBytes &&
                         bBytes > static_cast<double>(t.l2Bytes) / 2;
   if (!c.columnBlocksOuter) return;
-  while (c.nc > c.nr && std::min(c.kc, c.k) * c.nc * 4 > t.l2Bytes / 4) c.nc = roundUp(c.nc / 2, c.nr);
+  while (c.nc > c.nr && std::min(c.kc, c.k) * c.nc * 4 > t.l2Bytes * 3 / 8) c.nc = roundUp(c.nc / 2, c.nr);
 }
 
 // Cache blocks for this shape, then split until there are tasks enough for the thread pool (the

@@ -295,5 +295,36 @@ TEST(CompileJit, RowKernelsPrefetchTheNextRowAfterTheirFirstPass) {
   EXPECT_EQ((*model)->report().llvmIr.find("prefetch.row"), std::string::npos);
 }
 
+// A GEMM whose packed weights outgrow L2 in one K block hints the next column block into L2 as it
+// computes (`prefetcht1`: locality 2), once several row tiles share each block; a single row tile
+// streams its weights once and hints nothing ahead. Either way the product is the float64 one.
+TEST(CompileJit, LargeWeightsAreHintedABlockAheadWhenRowTilesShareThem) {
+  constexpr int64_t k = 768, n = 3072;  // 9.4 MB of weights
+  std::mt19937 rng(5);
+  const Tensor w = randomTensor(DType::F32, Shape{k, n}, rng, -1, 1);
+  for (const int64_t m : {int64_t{4}, int64_t{28}}) {
+    Graph g;
+    GraphBuilder b(g);
+    Value* x = b.input("x", DType::F32, Shape{m, k});
+    b.output(b.op(OpKind::MatMul, {x, b.constant(w, "w")}));
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    const bool hinted = (*model)->report().llvmIr.find("i32 0, i32 2, i32 1)") != std::string::npos;
+    EXPECT_EQ(hinted, m == 28) << "m = " << m;
+    const Tensor xs = randomTensor(DType::F32, Shape{m, k}, rng, -1, 1);
+    Expected<std::vector<Tensor>> got = (*model)->run({xs});
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    Tensor want(DType::F32, Shape{m, n});
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += xs.getDouble(i * k + p) * w.getDouble(p * n + j);
+        want.setDouble(i * n + j, sum);
+      }
+    expectNear(got->front(), want, 1e-4, 1e-4, "m = " + std::to_string(m));
+  }
+}
+
 }  // namespace
 }  // namespace nnc::testing
