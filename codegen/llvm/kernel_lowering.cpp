@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -709,25 +710,32 @@ class KernelLowering {
         "prefetch.tile", noVectorLoop());
   }
 
-  // The loads of other tensors in a contraction's store value (not inside its reduction), at most a
-  // few, whose index reads no memory (a gather's would be a load of its own).
-  std::vector<ExprId> epilogueLoads(ExprId value) const {
-    constexpr size_t kMaxPrefetchedLoads = 2;
-    std::vector<ExprId> loads, work = {value};
+  // The Load expressions reachable from `root` outside any reduction's body for which `keep` holds,
+  // at most `limit` of them.
+  template <typename Keep>
+  std::vector<ExprId> loadsOutsideReductions(ExprId root, Keep keep, size_t limit = SIZE_MAX) const {
+    std::vector<ExprId> loads, work = {root};
     std::set<ExprId> seen;
-    while (!work.empty() && loads.size() < kMaxPrefetchedLoads) {
+    while (!work.empty() && loads.size() < limit) {
       const ExprId e = work.back();
       work.pop_back();
       if (e == kir::kNoExpr || !seen.insert(e).second) continue;
       const kir::ExprNode& n = k_.expr(e);
       if (n.op == ExprOp::ReduceValue) continue;
       if (n.op == ExprOp::Load) {
-        if (!readsMemory(n.a)) loads.push_back(e);
+        if (keep(n)) loads.push_back(e);
         continue;
       }
       work.insert(work.end(), {n.a, n.b, n.c});
     }
     return loads;
+  }
+
+  // The loads of other tensors in a contraction's store value (not inside its reduction), at most
+  // two, whose index reads no memory (a gather's would be a load of its own).
+  std::vector<ExprId> epilogueLoads(ExprId value) const {
+    return loadsOutsideReductions(
+        value, [&](const kir::ExprNode& n) { return !readsMemory(n.a); }, 2);
   }
 
   bool readsMemory(ExprId e) const {
@@ -1502,22 +1510,10 @@ class KernelLowering {
     const ExprId var = first.loop.vars[0];
     const ExprId row = k_.outer.vars.back();
     // The loads of the reduction's body that move along its loop and with the row.
-    std::vector<ExprId> loads;
-    std::vector<ExprId> work = {first.body};
-    std::set<ExprId> seen;
-    while (!work.empty()) {
-      const ExprId e = work.back();
-      work.pop_back();
-      if (e == kir::kNoExpr || !seen.insert(e).second) continue;
-      const kir::ExprNode& n = k_.expr(e);
-      if (n.op == ExprOp::ReduceValue) continue;
-      if (n.op == ExprOp::Load) {
-        const std::optional<kir::AffineForm> f = kir::affineForm(k_.exprs, n.a);
-        if (f && f->coefficient(var) == 1 && f->coefficient(row) != 0) loads.push_back(e);
-        continue;
-      }
-      work.insert(work.end(), {n.a, n.b, n.c});
-    }
+    const std::vector<ExprId> loads = loadsOutsideReductions(first.body, [&](const kir::ExprNode& n) {
+      const std::optional<kir::AffineForm> f = kir::affineForm(k_.exprs, n.a);
+      return f && f->coefficient(var) == 1 && f->coefficient(row) != 0;
+    });
     if (loads.empty()) return;
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
     Value* next = b_.CreateAdd(value(row), i64(1));
