@@ -480,7 +480,9 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   lowering.cpu = impl->cpu;
   lowering.features = impl->features;
   lowering.reassociateReductions = opts.reassociateReductions;
-  lowering.vectorLanes = hostTileTarget(opts).lanes;
+  const kir::TileTarget tile = hostTileTarget(opts);
+  lowering.vectorLanes = tile.lanes;
+  lowering.l2Bytes = tile.l2Bytes;
   impl->vectorMathLanes = vectorMathLanes(opts, lowering.vectorLanes, impl->triple, impl->features);
   lowering.vectorMathLanes = impl->vectorMathLanes;
 

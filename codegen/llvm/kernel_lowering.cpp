@@ -52,9 +52,6 @@ using llvm::Value;
 // are rows up to kMaxInPlaceFewPanelsRowLength long when the GEMM has at most kMaxInPlacePanels
 // column panels to amortise a pack over.
 constexpr int64_t kMaxInPlaceRowLength = 384, kMaxInPlaceFewPanelsRowLength = 1024, kMaxInPlacePanels = 10;
-// Packed weights (or an output) over this many bytes do not stay in a 2 MiB L2 between runs (or
-// kernels; emitContraction).
-constexpr int64_t kL2ResidentBytes = 1 << 20;
 
 class KernelLowering {
  public:
@@ -801,16 +798,18 @@ class KernelLowering {
     // panel) hints its share of the next column block's same panel into L2 as it goes: the block
     // arrives while this one is computed.
     const int64_t kBlocks = (c.k + c.kc - 1) / c.kc;
+    // Packed weights, or an output, over half of L2 do not stay there between runs (or kernels).
+    const int64_t l2Resident = opts_.l2Bytes / 2;
     // (Not with one row tile: it streams each block once at the FMAs' pace, and hints as fast
     // for a block megabytes ahead only doubled the traffic — ResNet-18 at 64 x 64, 2 x 2 pixels
     // against 9.4 MB of weights: 1.92 -> 2.66 ms at 2 threads.)
     const bool prefetchNextBlock = c.bLayout == BLayout::Packed && kBlocks == 1 && c.nBlocks() > 1 && c.mTiles() >= 2 &&
-                                   c.nPanels() * c.k * c.nr * 4 > kL2ResidentBytes;
+                                   c.nPanels() * c.k * c.nr * 4 > l2Resident;
     const int64_t nextStride = prefetchNextBlock ? std::max<int64_t>(4, (c.nr * 4 + c.mTiles() - 1) / c.mTiles()) : 0;
     // An as-is tile's output misses only when the output outgrows L2 (and is not a row pipeline's
     // window, which stays in cache): 1 x 1 convs over 56 x 56 images, 3 MB; a transposed tile's
     // always lands in channel planes far apart.
-    const bool prefetchTiles = c.transposed || (c.imageWidth == 0 && c.batch * c.m * c.n * 4 > kL2ResidentBytes);
+    const bool prefetchTiles = c.transposed || (c.imageWidth == 0 && c.batch * c.m * c.n * 4 > l2Resident);
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows) {
       const MicrokernelShape shape =

@@ -24,6 +24,9 @@ struct LoweringOptions {
   // f32 lanes of the widest vector the target computes with (16 for AVX-512, 8 AVX2, 4 SSE/NEON):
   // the width of the loops this backend vectorises itself (strided windows); below 2: none.
   int vectorLanes = 0;
+  // Bytes of one core's L2 (kir::TileTarget::l2Bytes): packed weights, or an output, over half of it
+  // are taken not to stay there between runs (the GEMM's prefetch hints).
+  int64_t l2Bytes = kir::TileTarget().l2Bytes;
 };
 
 // Adds the kernel's function to `module`. Errors name the kernel (unsupported op/dtype pairs).
