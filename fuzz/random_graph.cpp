@@ -477,8 +477,13 @@ class ValidGen {
     if (!y || !isFloat(y->dtype()) || y->shape().rank() == 0) return;
     if (c_.percent(60)) y = op(OpKind::Add, {y, newConst(y->dtype(), biasShape)});
     if (!y) return;
-    static const std::vector<OpKind> acts = {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::Gelu};
-    if (c_.percent(60)) y = op(c_.pick(acts), {y});
+    // Mul stands for SiLU as exporters write it, y * Sigmoid(y): y has two users, one epilogue region.
+    static const std::vector<OpKind> acts = {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::Gelu, OpKind::Mul};
+    if (c_.percent(60)) {
+      const OpKind act = c_.pick(acts);
+      Value* s = act == OpKind::Mul ? op(OpKind::Sigmoid, {y}) : nullptr;
+      y = act == OpKind::Mul ? (s ? op(OpKind::Mul, {y, s}) : nullptr) : op(act, {y});
+    }
     if (y && c_.percent(30)) op(OpKind::Add, {y, partner(y)});  // residual
   }
   // A depthwise-separable block (1x1 expand, activation, depthwise with random window, maybe a pool,

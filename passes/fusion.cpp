@@ -3,7 +3,9 @@
 //   1. Epilogue: an elementwise node joins the group of the anchor (reduction, contraction, window)
 //      that computes one of its inputs, when that input has no other user, is not a graph output,
 //      has the node's output shape (so it is read at the anchor's own index), and the group has
-//      exactly one live result (so no cycle through another group can appear).
+//      exactly one live result (so no cycle through another group can appear). An input with
+//      several users joins with the elementwise region that consumes all of them and ends in one
+//      value (GELU, SiLU after a GEMM: epilogueRegion), each node still computed once per element.
 //   2. Prologue: a producer group without an anchor is inlined into its single consumer when the
 //      consumer's group can take it: pointwise and data-movement consumers take anything; anchors
 //      that read each input element a bounded number of times (reductions, softmax, norms) take
@@ -131,7 +133,45 @@ class Partitioner {
     return count;
   }
 
-  FusionDecision canBeEpilogue(const Node* n, const Value* in) {
+  // Rule 1 for a value with several users (GELU's x * 0.5 * (1 + erf(x / sqrt 2)), SiLU's x * sigmoid(x)):
+  // the smallest set of nodes after `in`'s producer, in topological order, that consumes every use of
+  // `in` and of each value it computes but one (the region's result). Every member must be
+  // elementwise at `in`'s shape, with one output, not yet visited by the walk (index > current) and
+  // no graph output but the last; then the region joins the anchor's group at once, and each of its
+  // values is computed once per element, as a chain would be. A member's other inputs cannot depend
+  // on `in`: in topological order, every consumer of a region value is a member or the search fails.
+  FusionDecision epilogueRegion(const Node* current, const Value* in, std::vector<int>* region) {
+    constexpr size_t kMaxRegion = 24;
+    std::set<const Value*> values{in};
+    std::set<const Node*> members;
+    const int begin = index_.at(in->producer()) + 1;
+    for (int i = begin; i < static_cast<int>(nodes_.size()) && members.size() < kMaxRegion; ++i) {
+      const Node* m = nodes_[i];
+      const bool reads =
+          std::any_of(m->inputs().begin(), m->inputs().end(), [&](const Value* v) { return v && values.count(v); });
+      if (!reads) continue;
+      if (i < index_.at(current)) return FusionDecision::no("'" + in->name() + "' is also read by an earlier node");
+      if (opFusionClass(m->op()) != FusionClass::Elementwise || m->numOutputs() != 1 ||
+          m->output(0)->shape() != in->shape())
+        return FusionDecision::no("'" + in->name() + "' has other users (" + m->name() +
+                                  " is not elementwise at its shape)");
+      members.insert(m);
+      region->push_back(i);
+      bool closed = true;
+      for (const Value* v : values) {
+        closed = closed && !v->isGraphOutput();
+        for (const Use& u : v->users()) closed = closed && members.count(u.node);
+      }
+      values.insert(m->output(0));
+      if (closed) return FusionDecision::yes();
+    }
+    return FusionDecision::no("'" + in->name() + "' has other users (not one elementwise region of at most " +
+                              std::to_string(kMaxRegion) + " nodes)");
+  }
+
+  // Whether n (and, when `in` has several users, the region that consumes them: see epilogueRegion)
+  // can join the group of `in`'s producer as its epilogue; `region` gets the node indices to merge.
+  FusionDecision canBeEpilogue(const Node* n, const Value* in, std::vector<int>* region) {
     // A reshape keeps each element's flat position: after a contraction that stores by flat
     // position (the cpu's packed GEMM; conv-to-gemm's [N, M, P] -> [N, M, H, W]) it is an epilogue,
     // so the bias and activation after it fuse too.
@@ -144,27 +184,47 @@ class Partitioner {
     if (!p) return FusionDecision::no("input is not computed");
     const int g = groupOf(p);
     if (anchorOf_[g] < 0) return FusionDecision::no("producer group has no anchor");
-    if (in->users().size() != 1 || in->isGraphOutput())
-      return FusionDecision::no("'" + in->name() + "' has other users");
+    if (in->isGraphOutput()) return FusionDecision::no("'" + in->name() + "' has other users");
     if (in->shape() != n->output(0)->shape() && !reshapeOfContraction)
       return FusionDecision::no("broadcasts the anchor's result");
     if (liveResults(g) != 1) return FusionDecision::no("anchor group has several results");
-    if (isContraction(g) && options_.contractions.acceptsEpilogue)
-      return options_.contractions.acceptsEpilogue(*nodes_[anchorOf_[g]], *n, in, epilogueJoined_[g]);
+    region->clear();
+    if (in->users().size() == 1) {
+      region->push_back(index_.at(n));
+    } else if (FusionDecision d = epilogueRegion(n, in, region); !d.ok) {
+      return d;
+    }
+    if (isContraction(g) && options_.contractions.acceptsEpilogue) {
+      std::set<const Value*> computed{in};  // the group's values each member may read
+      for (size_t k = 0; k < region->size(); ++k) {
+        const Node& m = *nodes_[(*region)[k]];
+        const Value* read =
+            *std::find_if(m.inputs().begin(), m.inputs().end(), [&](const Value* v) { return v && computed.count(v); });
+        FusionDecision d = options_.contractions.acceptsEpilogue(*nodes_[anchorOf_[g]], m, read,
+                                                                 epilogueJoined_[g] + static_cast<int>(k));
+        if (!d.ok) return d;
+        computed.insert(m.output(0));
+      }
+    }
     return FusionDecision::yes();
   }
 
   void tryEpilogue(Node* n) {
+    // Joined an anchor's group already, as a member of its epilogue region: a group has one anchor.
+    if (find(index_.at(n)) != index_.at(n)) return;
+    std::vector<int> region;
     for (Value* in : n->inputs()) {
       if (!in || !in->producer()) continue;
-      FusionDecision d = canBeEpilogue(n, in);
+      FusionDecision d = canBeEpilogue(n, in, &region);
       if (!d.ok) {
         if (in->producer() && anchorOf_[groupOf(in->producer())] >= 0) reject(n, in, "no epilogue fusion: " + d.reason);
         continue;
       }
       const int g = groupOf(in->producer());
-      ++epilogueJoined_[g];
-      merge(g, groupOf(n));
+      for (int member : region) {
+        ++epilogueJoined_[g];
+        merge(g, member);
+      }
       return;
     }
   }

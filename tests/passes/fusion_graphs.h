@@ -171,6 +171,40 @@ inline constexpr const char* kConcatInPlace =
     "  %z = Sigmoid(%a) : f32[1x16x4]\n"
     "}\n";
 
+// MatMul + bias + GELU as PyTorch exports it (x * 0.5 * (1 + erf(x / sqrt 2))): the bias sum has four
+// users, all in one elementwise region ending in y, so the whole region is the GEMM's epilogue. 30 x
+// 64 has whole register tiles (the vectorised epilogue, erf included) and partial ones.
+inline constexpr const char* kMatMulGelu =
+    "graph(%x: f32[30x16], %w: f32[16x64], %bias: f32[64]) -> (%y: f32[30x64]) {\n"
+    "  %sqrt2 = Constant() {value=[1.4142135]} : f32[]\n"
+    "  %one = Constant() {value=[1]} : f32[]\n"
+    "  %half = Constant() {value=[0.5]} : f32[]\n"
+    "  %m = MatMul(%x, %w) : f32[30x64]\n"
+    "  %a = Add(%m, %bias) : f32[30x64]\n"
+    "  %d = Div(%a, %sqrt2) : f32[30x64]\n"
+    "  %e = Erf(%d) : f32[30x64]\n"
+    "  %p = Add(%e, %one) : f32[30x64]\n"
+    "  %q = Mul(%a, %p) : f32[30x64]\n"
+    "  %y = Mul(%q, %half) : f32[30x64]\n"
+    "}\n";
+
+// SiLU on a MatMul's result (m * sigmoid(m)): m's two users are one region, the epilogue.
+inline constexpr const char* kMatMulSilu =
+    "graph(%x: f32[30x16], %w: f32[16x64]) -> (%y: f32[30x64]) {\n"
+    "  %m = MatMul(%x, %w) : f32[30x64]\n"
+    "  %s = Sigmoid(%m) : f32[30x64]\n"
+    "  %y = Mul(%m, %s) : f32[30x64]\n"
+    "}\n";
+
+// As kMatMulSilu, but the sigmoid is a graph output too: the region never closes on one value, so
+// m is materialised, and s (two users) too.
+inline constexpr const char* kMatMulSiluTwoResults =
+    "graph(%x: f32[30x16], %w: f32[16x64]) -> (%y: f32[30x64], %s: f32[30x64]) {\n"
+    "  %m = MatMul(%x, %w) : f32[30x64]\n"
+    "  %s = Sigmoid(%m) : f32[30x64]\n"
+    "  %y = Mul(%m, %s) : f32[30x64]\n"
+    "}\n";
+
 struct FusionCase {
   const char* name;
   const char* text;
@@ -203,6 +237,9 @@ inline constexpr FusionCase kFusionCases[] = {
     {"ArgMaxCast", kArgMaxCast, 1, 1},
     {"LayerNormTwoResults", kLayerNormTwoResults, 2, 2},
     {"ConcatInPlace", kConcatInPlace, 5, 4, 4},
+    {"MatMulGelu", kMatMulGelu, 1, 1},
+    {"MatMulSilu", kMatMulSilu, 1, 1},
+    {"MatMulSiluTwoResults", kMatMulSiluTwoResults, 3, 3},
 };
 
 }  // namespace nnc::testing

@@ -253,6 +253,40 @@ TEST(Fusion, AnchorGroupWithTwoResultsTakesNoEpilogue) {
   EXPECT_NE(log.str().find("fusion: y: no epilogue fusion: 'm' has other users"), std::string::npos) << log.str();
 }
 
+TEST(Fusion, AnEpilogueRegionConsumingEveryUseJoinsTheAnchor) {
+  // GELU's x has four users; together they end in one value, so all of them are the epilogue.
+  EXPECT_EQ(partition(kMatMulGelu), "m a d e p q y");
+  EXPECT_EQ(partition(kMatMulSilu), "m s y");
+  // With the sigmoid also a graph output the region has two results: no epilogue, and why.
+  std::ostringstream log;
+  FusionOptions o;
+  o.debugLog = &log;
+  EXPECT_EQ(partition(kMatMulSiluTwoResults, o), "m | s | y");
+  EXPECT_NE(log.str().find("fusion: s: no epilogue fusion: 'm' has other users (not one elementwise region"),
+            std::string::npos)
+      << log.str();
+  // A user that is not elementwise at m's shape stops the region.
+  EXPECT_EQ(partition("graph(%x: f32[4x16], %w: f32[16x8]) -> (%y: f32[4x8], %t: f32[8x4]) {\n"
+                      "  %m = MatMul(%x, %w) : f32[4x8]\n"
+                      "  %y = Relu(%m) : f32[4x8]\n"
+                      "  %t = Transpose(%m) : f32[8x4]\n"
+                      "}\n",
+                      o),
+            "m | y | t");
+  EXPECT_NE(log.str().find("'m' has other users (t is not elementwise at its shape)"), std::string::npos) << log.str();
+  // A member that also reads another anchor's result (the softmax) joined m's group with the region;
+  // visited later, it must not take the softmax's group along as well (two anchors in one kernel:
+  // found by the differential tests, seed 386).
+  EXPECT_EQ(partition("graph(%x: f32[4x8], %a: f32[4x16], %w: f32[16x8]) -> (%z: f32[4x8]) {\n"
+                      "  %s = Softmax(%x) : f32[4x8]\n"
+                      "  %m = MatMul(%a, %w) : f32[4x8]\n"
+                      "  %r = Relu(%m) : f32[4x8]\n"
+                      "  %y = Mul(%s, %m) : f32[4x8]\n"
+                      "  %z = Add(%r, %y) : f32[4x8]\n"
+                      "}\n"),
+            "s | m r y z");
+}
+
 TEST(Fusion, DiamondOfPointwiseOpsIsOneGroupPerSharedValue) {
   // x -> a -> (b, c) -> d: a has two users so it is materialised; b and c both inline into d.
   EXPECT_EQ(partition(kDiamond), "a | b c d");
