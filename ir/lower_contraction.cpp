@@ -20,6 +20,11 @@ int64_t roundUp(int64_t x, int64_t multiple) { return (x + multiple - 1) / multi
 
 // A transposed GEMM's run-time packed A block (one row tile of all of K) lives on the kernel's stack.
 constexpr int64_t kMaxTransposedPackedA = 512 << 10;
+// So does an as-is GEMM's, beside a run-time B's block (up to 256 KiB): 128 KiB of A then. Against
+// compile-time packed weights (no B on the stack) A may take the transposed GEMM's 512 KiB: BERT's
+// 128 x 768 x 3072 (K = 3072) then packs 3 row tiles per block instead of 1, so the 9.4 MB of
+// weights stream from L3 4 times instead of 10 (3.77 -> 3.53 ms at 1 thread; see bench/NOTES.md).
+constexpr int64_t kMaxPackedA = 128 << 10, kMaxPackedAWithPackedB = kMaxTransposedPackedA;
 // The K range in which weights x activations runs transposed (see lowerContraction): from 128, up to
 // 4096 (a 14-row run-time packed tile of 224 KiB, a quarter of L2; longer K keeps its K blocks).
 constexpr int64_t kMinTransposedWeightsK = 128, kMaxTransposedWeightsK = 4096;
@@ -109,7 +114,7 @@ void chooseColumnBlocksOuter(const kir::TileTarget& t, kir::Contraction& c) {
 // 2 threads ran it no faster than 1; at 0.25 MFLOP: MobileNetV2 1.63 -> 1.12 ms, ResNet-18 4.09 ->
 // 2.96 ms at 2 threads, 1 thread unchanged (bench/NOTES.md).
 void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
-  constexpr int64_t kFloat = 4, kMinTasks = 16, kMaxPackedA = 128 << 10;
+  constexpr int64_t kFloat = 4, kMinTasks = 16;
   constexpr double kMinTaskFlops = 2.5e5, kMinTaskBytes = 64 << 10;
   // kc: a kc x nr panel of B in a quarter of L2. BLIS sizes it for L1; measured here (Zen 4, 1 MiB
   // L2, 1024^3 at 1 thread) long K blocks win: kc 128 (L1-sized) 22.5 ms, 256 21.2, 384 21.1, 1024
@@ -126,7 +131,8 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
   c.mc = std::min(c.mc, roundUp(c.m, c.mr));
   // An A block packed at run time lives on the kernel's stack: keep it small.
-  if (!c.aPacked) c.mc = std::max<int64_t>(c.mr, std::min(c.mc, kMaxPackedA / (c.kc * kFloat) / c.mr * c.mr));
+  const int64_t maxPackedA = c.bLayout == kir::Contraction::BLayout::Packed ? kMaxPackedAWithPackedB : kMaxPackedA;
+  if (!c.aPacked) c.mc = std::max<int64_t>(c.mr, std::min(c.mc, maxPackedA / (c.kc * kFloat) / c.mr * c.mr));
   c.nc = std::max<int64_t>(c.nr, t.l3Bytes / 4 / (c.kc * kFloat) / c.nr * c.nr);
   c.nc = std::min(c.nc, roundUp(c.n, c.nr));
   const double flops = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.m) * static_cast<double>(c.n) *
@@ -396,9 +402,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // L2, so B's block must fit there (a transposed tile's rows are output columns: not for it).
   c.rowTilesOuter = !transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2;
   // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack,
-  // with B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked: up to
-  // 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels).
-  if (!c.aPacked && c.mc * c.kc * 4 > (transposed ? kMaxTransposedPackedA : 256 << 10)) return Result();
+  // with a run-time B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked:
+  // up to 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels); so for packed weights.
+  const bool bOnStack = !transposed && c.bLayout != kir::Contraction::BLayout::Packed;
+  if (!c.aPacked && c.mc * c.kc * 4 > (bOnStack ? 256 << 10 : kMaxTransposedPackedA)) return Result();
 
   // Stored transposed, lhs's rows are its last axis (b is [.., K, N]) and rhs's columns its first.
   const int lhsTiled = transposed ? kTiledColumns : kTiledRows, rhsTiled = transposed ? kTiledRows : kTiledColumns;

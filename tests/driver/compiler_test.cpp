@@ -1,8 +1,10 @@
 // compileJit on GraphBuilder graphs: results against float64 formulas, the CompileReport's fields
 // at -O0 and -O2, and option errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <regex>
 #include <sstream>
 
 #include "ir/builder.h"
@@ -324,6 +326,44 @@ TEST(CompileJit, LargeWeightsAreHintedABlockAheadWhenRowTilesShareThem) {
       }
     expectNear(got->front(), want, 1e-4, 1e-4, "m = " + std::to_string(m));
   }
+}
+
+// Against packed weights a run-time A block may take 512 KiB of the stack (not 128): a K = 3072
+// product then packs several row tiles per block where the L2 holds them (so the weights stream
+// fewer times), and the larger block computes the same product (float64 reference).
+TEST(CompileJit, LongKAgainstPackedWeightsPacksSeveralRowTiles) {
+  constexpr int64_t m = 128, k = 3072, n = 768;  // BERT-base's second feed-forward GEMM
+  std::mt19937 rng(9);
+  const Tensor w = randomTensor(DType::F32, Shape{k, n}, rng, -1, 1);
+  Graph g;
+  GraphBuilder b(g);
+  Value* x = b.input("x", DType::F32, Shape{m, k});
+  b.output(b.op(OpKind::MatMul, {x, b.constant(w, "w")}));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const std::string& ir = (*model)->report().kernelIr;
+  std::smatch blocks;
+  ASSERT_TRUE(std::regex_search(ir, blocks,
+                                std::regex("B=%[0-9]+ packed tile=([0-9]+)x[0-9]+ .* mc=([0-9]+) "
+                                           "nc=[0-9]+ kc=([0-9]+)")))
+      << ir;
+  const int64_t mr = std::stoll(blocks[1]), mc = std::stoll(blocks[2]), kc = std::stoll(blocks[3]);
+  EXPECT_LE(mc * kc * 4, int64_t{512} << 10) << ir;
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 >= (1 << 20) && kc == k) {
+    EXPECT_GE(mc, 2 * mr) << ir;  // 128 KiB of A would be one 13-row tile
+  }
+  const Tensor xs = randomTensor(DType::F32, Shape{m, k}, rng, -1, 1);
+  Expected<std::vector<Tensor>> got = (*model)->run({xs});
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  // Every row (each row tile of each block) at a spread of columns (each panel): the float64 product.
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = i % 7; j < n; j += 7) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += xs.getDouble(i * k + p) * w.getDouble(p * n + j);
+      ASSERT_NEAR(got->front().getDouble(i * n + j), sum, 1e-4 * (1 + std::abs(sum))) << i << ", " << j;
+    }
 }
 
 }  // namespace
