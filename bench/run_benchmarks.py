@@ -9,9 +9,10 @@ micro-graphs built here with onnx.helper: a GELU-like pointwise chain on 1M elem
 1024x1024, a decomposed layernorm over 4096x1024 and a 512^3 MatMul with a bias+ReLU epilogue.
 
 All runtimes get the same input tensors, the same thread count (nproc unless --threads), and the same
-warm-up and iteration counts. nnc is timed by `nnc bench --json` (which compiles -O0 and -O2 and times
-model runs only, not compilation), ORT in this process, PyTorch in a /usr/bin/python3 subprocess
-(bench/torch_worker.py) because Debian's python3-torch 1.13 lives there.
+warm-up and iteration counts. nnc is timed by an `nnc bench --serve` process (which compiles -O0 and -O2
+and times model runs only, not compilation), ORT in this process, interleaved round by round (see
+run_interleaved); PyTorch after them in a /usr/bin/python3 subprocess (bench/torch_worker.py) because
+Debian's python3-torch 1.13 lives there.
 """
 import argparse
 import datetime
@@ -320,6 +321,7 @@ def prepare_workloads(models_dir, work_dir, only):
 # --- runners --------------------------------------------------------------------------------------
 
 def run_nnc(nnc, workload, iterations, warmup, threads, cores):
+    """nnc alone (`nnc bench --json`: eager and fused interleaved), for the thread-degradation runs."""
     cmd = [nnc, "bench", workload["onnx"], "--json", f"--iterations={iterations}", f"--warmup={warmup}",
            f"--warmup-ms={WARMUP_MS}", f"--threads={threads}"]
     for input_name, (_, pb) in workload["inputs"].items():
@@ -341,7 +343,10 @@ def run_nnc(nnc, workload, iterations, warmup, threads, cores):
     return out
 
 
-def run_ort(workload, level, iterations, warmup, threads, cores):
+def ort_session(workload, level, threads):
+    """An ORT session with its inputs and outputs bound to buffers allocated once (IOBinding), as nnc
+    bench keeps its output buffers: both sides time the inference, not the allocation of fresh result
+    arrays. Returns (run, bound output buffers, the outputs of a plain run)."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -349,8 +354,6 @@ def run_ort(workload, level, iterations, warmup, threads, cores):
     so.graph_optimization_level = level
     sess = ort.InferenceSession(workload["onnx"], so, providers=["CPUExecutionProvider"])
     feeds = {name: arr for name, (arr, _) in workload["inputs"].items()}
-    # Inputs and outputs bound to buffers allocated once (ORT's IOBinding), as nnc bench keeps its
-    # output buffers: both sides time the inference, not the allocation of fresh result arrays.
     outputs = sess.run(None, feeds)
     binding = sess.io_binding()
     for name, arr in feeds.items():
@@ -358,19 +361,79 @@ def run_ort(workload, level, iterations, warmup, threads, cores):
     bound = [np.empty_like(o) for o in outputs]
     for meta, buf in zip(sess.get_outputs(), bound):
         binding.bind_output(meta.name, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
-    with Measurement(cores) as m:
-        warm_until, i = time.perf_counter() + WARMUP_MS / 1e3, 0
-        while i < warmup or time.perf_counter() < warm_until:  # as torch_worker.py does
-            sess.run_with_iobinding(binding)
-            i += 1
-        ms = []
-        for _ in range(iterations):
-            start = time.perf_counter()
-            sess.run_with_iobinding(binding)
-            ms.append((time.perf_counter() - start) * 1e3)
-    if not np.allclose(bound[0], outputs[0], rtol=1e-5, atol=1e-6, equal_nan=True):
-        raise RuntimeError(f"{workload['name']}: ORT's bound output differs from its plain run")
-    return m.record(**stats(ms)), outputs[0]
+    return (lambda: sess.run_with_iobinding(binding)), bound, outputs
+
+
+def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
+    """nnc eager and fused (an `nnc bench --serve` process, which times its own runs), ORT with all and
+    with no graph optimisations (in this process): warmed up, then five rounds, each running every
+    contender in turn (the order reversed every other round), one untimed run and iterations / 5 timed
+    runs each, so a slowdown of the machine lands on all of them alike instead of on one's whole row."""
+    cmd = [nnc, "bench", workload["onnx"], "--serve", f"--warmup={warmup}", f"--warmup-ms={WARMUP_MS}",
+           f"--threads={threads}"]
+    for input_name, (_, pb) in workload["inputs"].items():
+        cmd += ["--input", f"{input_name}={pb}"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        if not line.startswith("{"):
+            proc.kill()
+            return {"error": (proc.stderr.read() or line).strip()[-500:], "command": " ".join(cmd)}
+        ready = json.loads(line)
+        ort_runs, reference = {}, None
+        for key, level in (("ort_all", ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+                           ("ort_none", ort.GraphOptimizationLevel.ORT_DISABLE_ALL)):
+            run, bound, outputs = ort_session(workload, level, threads)
+            warm_until, i = time.perf_counter() + WARMUP_MS / 1e3, 0
+            while i < warmup or time.perf_counter() < warm_until:  # as nnc bench and torch_worker.py do
+                run()
+                i += 1
+            ort_runs[key] = (run, bound, outputs)
+            if reference is None:
+                reference = outputs[0]
+        samples = {"nnc_eager": [], "nnc_fused": [], "ort_all": [], "ort_none": []}
+
+        def nnc_round(n):
+            proc.stdin.write(f"run {n}\n")
+            proc.stdin.flush()
+            reply = proc.stdout.readline()
+            if not reply.startswith("{"):
+                raise RuntimeError(f"{workload['name']}: nnc bench --serve: {(proc.stderr.read() or reply)[-500:]}")
+            got = json.loads(reply)
+            samples["nnc_eager"] += got["eager"]
+            samples["nnc_fused"] += got["fused"]
+
+        def ort_round(key, n):
+            run = ort_runs[key][0]
+            run()  # untimed, as nnc's: the other contenders have had the caches
+            for _ in range(n):
+                start = time.perf_counter()
+                run()
+                samples[key].append((time.perf_counter() - start) * 1e3)
+
+        contenders = [nnc_round, lambda n: ort_round("ort_all", n), lambda n: ort_round("ort_none", n)]
+        per_round = max(1, iterations // 5)
+        with Measurement(cores) as m:
+            done, r = 0, 0
+            while done < iterations:
+                n = min(per_round, iterations - done)
+                for contender in (contenders if r % 2 == 0 else contenders[::-1]):
+                    contender(n)
+                done, r = done + n, r + 1
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for key, (_, bound, outputs) in ort_runs.items():
+        if not np.allclose(bound[0], outputs[0], rtol=1e-5, atol=1e-6, equal_nan=True):
+            raise RuntimeError(f"{workload['name']}: ORT's bound output differs from its plain run ({key})")
+    out = {key: m.record(**stats(ms)) for key, ms in samples.items()}
+    for key, idx in (("nnc_eager", 0), ("nnc_fused", 1)):
+        out[key].update(kernels=ready["kernels"][idx], bytes_moved=ready["bytes_moved"][idx])
+    out["nnc_speedup_median"] = out["nnc_eager"]["median_ms"] / out["nnc_fused"]["median_ms"]
+    out["nnc_command"] = " ".join(cmd)
+    return out, reference
 
 
 def run_torch(workload, iterations, warmup, threads, cores, reference):
@@ -462,7 +525,8 @@ def markdown(result):
         f"Method: {result['threads']} threads for every runtime; {result['warmup']} warm-up run(s), and "
         f"{result.get('warmup_ms', 0)} ms of them at least, then "
         f"{result['iterations']} timed runs ({result['slow_iterations']} for ResNet-18 and MobileNetV2); "
-        "identical input tensors. Cells are median ms (p10–p90). nnc times exclude compilation. "
+        "identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in five rounds, PyTorch "
+        "after them. Cells are median ms (p10–p90). nnc times exclude compilation. "
         "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
         "than ORT with all graph optimisations.", "",
         f"| workload | nnc eager (-O0) | nnc fused (-O2) | fused vs eager | ORT (all opts) | ORT (no opts) "
@@ -565,15 +629,11 @@ def main():
         ms = {}
         print(f"[{time.time() - start:6.1f}s] {w['name']} ({iters} iterations, load {fmt_load(load_average())})",
               flush=True)
-        nnc = run_nnc(args.nnc, w, iters, args.warmup, args.threads, cores)
+        nnc, reference = run_interleaved(args.nnc, w, iters, args.warmup, args.threads, cores)
         if "error" in nnc:
-            ms["nnc_eager"] = ms["nnc_fused"] = {"error": nnc["error"]}
-        else:
-            ms["nnc_eager"], ms["nnc_fused"] = nnc["nnc_eager"], nnc["nnc_fused"]
-        ms["ort_all"], reference = run_ort(w, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, iters, args.warmup,
-                                           args.threads, cores)
-        ms["ort_none"], _ = run_ort(w, ort.GraphOptimizationLevel.ORT_DISABLE_ALL, iters, args.warmup, args.threads,
-                                    cores)
+            sys.exit(f"run_benchmarks: {w['name']}: nnc bench failed: {nnc['error']}\n  {nnc['command']}")
+        for key in ("nnc_eager", "nnc_fused", "ort_all", "ort_none"):
+            ms[key] = nnc[key]
         if torch_ver:
             ms["torch"] = run_torch(w, iters, args.warmup, args.threads, cores, reference.astype(np.float64))
             # PyTorch's OpenMP pool spin-waits at barriers; on an oversubscribed machine its multi-threaded

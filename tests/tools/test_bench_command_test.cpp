@@ -1,7 +1,11 @@
 // `nnc test` on generated case directories (pass, wrong expected data, unsupported op, the
 // --expect-pass ratchet, --write-passing, --shard) and `nnc bench` (table rows and --json).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include "tests/tools/nnc_cli_util.h"
 
@@ -223,6 +227,45 @@ TEST_F(BenchCommand, PrintsEagerAndFusedRows) {
   EXPECT_TRUE(std::regex_search(r.out, eager)) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, fused)) << r.out;
   EXPECT_TRUE(contains(r.out, "fused vs eager: ")) << r.out;
+}
+
+// The stdin of the nnc that runNncServe starts (a plain function pointer cannot capture it).
+std::string serveInputPath;
+bool stdinFromServeInput(size_t) {
+  const int fd = open(serveInputPath.c_str(), O_RDONLY);
+  return fd >= 0 && dup2(fd, 0) == 0;
+}
+
+// --serve (bench/run_benchmarks.py interleaves nnc with other runtimes through it): a ready line with
+// both variants' kernel counts, then for each "run N" line N samples of each, as JSON lines; a line
+// that is not a command is an error.
+TEST_F(BenchCommand, ServeAnswersEachRunWithThatManySamplesOfEach) {
+  serveInputPath = dir / "commands";
+  writeFile(serveInputPath, "run 2\nrun 3\n");
+  RunResult r = runNnc({"bench", "model.onnx", "--serve", "--warmup=1"}, dir.path(), {}, stdinFromServeInput);
+  ASSERT_EQ(r.exitCode, 0) << r;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::unique_ptr<Json>> replies;
+  while (std::getline(lines, line)) {
+    JsonReader reader(line);
+    replies.push_back(reader.parse());
+    ASSERT_TRUE(replies.back()) << reader.error() << "\n" << line;
+  }
+  ASSERT_EQ(replies.size(), 3u) << r.out;
+  EXPECT_TRUE((*replies[0])["ready"].b) << r.out;
+  EXPECT_EQ((*replies[0])["kernels"].array.at(0).number, 3) << r.out;
+  EXPECT_EQ((*replies[0])["kernels"].array.at(1).number, 1) << r.out;
+  for (size_t i = 1; i < 3; ++i)
+    for (const char* variant : {"eager", "fused"}) {
+      const Json& samples = (*replies[i])[variant];
+      ASSERT_EQ(samples.array.size(), i + 1) << r.out;
+      for (const Json& ms : samples.array) EXPECT_GT(ms.number, 0) << r.out;
+    }
+  writeFile(serveInputPath, "walk 2\n");
+  RunResult bad = runNnc({"bench", "model.onnx", "--serve", "--warmup=0"}, dir.path(), {}, stdinFromServeInput);
+  EXPECT_EQ(bad.exitCode, 1) << bad;
+  EXPECT_TRUE(contains(bad.err, "nnc bench --serve: expected 'run N', got 'walk 2'")) << bad.err;
 }
 
 TEST_F(BenchCommand, JsonParsesWithTheDocumentedKeys) {

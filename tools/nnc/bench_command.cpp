@@ -1,6 +1,7 @@
 // `nnc bench MODEL.onnx`: the same graph compiled eager (-O0, one kernel per op) and fused (-O2, or
-// the -O level given), run side by side on the same random inputs; latency percentiles, kernel
-// counts and bytes moved per run. --json for scripts.
+// the -O level given), run interleaved on the same random inputs; latency percentiles, kernel
+// counts and bytes moved per run. --json for scripts, --serve for a harness that interleaves nnc
+// with other runtimes (bench/run_benchmarks.py).
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,15 +53,35 @@ std::string loadAverage() {
   return one.empty() || one.find_first_not_of("0123456789.") != std::string::npos ? "null" : one;
 }
 
-Expected<Timing> measure(const std::string& path, const CommonOptions& base, int optLevel, const std::string& label,
-                         std::vector<Tensor>* inputs) {
+// One variant of the model, compiled, with its outputs allocated once (as a caller of the C ABI keeps
+// its buffers: the timed runs are the model's own work, not the first touch of fresh output pages).
+struct Variant {
+  std::unique_ptr<LoadedModel> model;
+  std::vector<Tensor> outputs;
+  Timing timing;
+  // `runs` runs, each timed into timing.ms when `timed`.
+  Status run(const std::vector<Tensor>& inputs, int runs, bool timed) {
+    for (int i = 0; i < runs; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      NNC_RETURN_IF_ERROR(model->runInto(inputs, outputs));
+      if (timed)
+        timing.ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    return Status::ok();
+  }
+};
+
+Expected<Variant> load(const std::string& path, const CommonOptions& base, int optLevel, const std::string& label,
+                       std::vector<Tensor>* inputs) {
   CommonOptions o = base;
   o.compile.optLevel = optLevel;
-  NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, loadModel(path, o));
+  Variant v;
+  NNC_ASSIGN_OR_RETURN(v.model, loadModel(path, o));
   if (inputs->empty()) {
     std::mt19937 rng(42);
     // --input NAME=FILE.pb pins an input (so other runtimes can be timed on the same data); the rest are random.
-    for (const nnc_tensor_info& info : model->inputInfos()) {
+    for (const nnc_tensor_info& info : v.model->inputInfos()) {
       auto it = base.inputs.find(info.name);
       if (it == base.inputs.end()) {
         inputs->push_back(randomTensor(info, rng));
@@ -70,27 +91,59 @@ Expected<Timing> measure(const std::string& path, const CommonOptions& base, int
       inputs->push_back(std::move(t));
     }
   }
-  Timing t;
-  t.label = label;
-  t.optLevel = optLevel;
-  if (const CompileReport* r = model->report()) {
-    t.kernels = r->numKernels + r->numBuiltins + r->numLibraryCalls;
-    t.bytesMoved = r->bytesMoved;
+  v.timing.label = label;
+  v.timing.optLevel = optLevel;
+  if (const CompileReport* r = v.model->report()) {
+    v.timing.kernels = r->numKernels + r->numBuiltins + r->numLibraryCalls;
+    v.timing.bytesMoved = r->bytesMoved;
   }
-  // Outputs allocated once, as a caller of the C ABI keeps its buffers: the timed runs are the
-  // model's own work, not the first touch of freshly mapped output pages.
-  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, model->run(*inputs));
-  // At least --warmup runs and --warmup-ms of them: a model of microseconds warms up for a few
-  // milliseconds (the pool's second core coming out of idle), far more than a few runs.
-  const auto warmupEnd = std::chrono::steady_clock::now() + std::chrono::milliseconds(base.warmupMs);
-  for (int i = 0; i < base.warmup || std::chrono::steady_clock::now() < warmupEnd; ++i)
-    NNC_RETURN_IF_ERROR(model->runInto(*inputs, outputs));
-  for (int i = 0; i < std::max(1, base.iterations); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    NNC_RETURN_IF_ERROR(model->runInto(*inputs, outputs));
-    t.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  NNC_ASSIGN_OR_RETURN(v.outputs, v.model->run(*inputs));
+  return v;
+}
+
+// Eager and fused, interleaved: each round runs one of them, then the other (the order alternating
+// round by round), one untimed run (the other variant's buffers have evicted its weights from the
+// caches) then `perRound` timed runs each, so a slowdown of the machine lands on both alike.
+Status interleave(std::vector<Variant>& variants, const std::vector<Tensor>& inputs, int rounds, int perRound,
+                  int round0) {
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      Variant& v = variants[(r + round0) % 2 ? variants.size() - 1 - k : k];
+      NNC_RETURN_IF_ERROR(v.run(inputs, 1, /*timed=*/false));
+      NNC_RETURN_IF_ERROR(v.run(inputs, perRound, /*timed=*/true));
+    }
   }
-  return t;
+  return Status::ok();
+}
+
+// --serve: for bench/run_benchmarks.py, which interleaves nnc with other runtimes. Prints one JSON
+// line when both variants are compiled and warm, then answers each stdin line "run N" (N timed runs
+// of each variant after one untimed) with a line {"eager": [ms...], "fused": [ms...]}; ends at EOF.
+int serve(std::vector<Variant>& variants, const std::vector<Tensor>& inputs) {
+  std::printf("{\"ready\": true, \"kernels\": [%d, %d], \"bytes_moved\": [%llu, %llu]}\n", variants[0].timing.kernels,
+              variants[1].timing.kernels, static_cast<unsigned long long>(variants[0].timing.bytesMoved),
+              static_cast<unsigned long long>(variants[1].timing.bytesMoved));
+  std::fflush(stdout);
+  char line[64];
+  for (int round = 0; std::fgets(line, sizeof line, stdin);) {
+    int n = 0;
+    if (std::sscanf(line, "run %d", &n) != 1 || n < 1) {
+      std::string got = line;
+      while (!got.empty() && (got.back() == '\n' || got.back() == '\r')) got.pop_back();
+      return fail("nnc bench --serve: expected 'run N', got '" + got + "'");
+    }
+    for (Variant& v : variants) v.timing.ms.clear();
+    if (Status s = interleave(variants, inputs, 1, n, round++); !s) return fail(s.message());
+    for (size_t k = 0; k < variants.size(); ++k) {
+      std::printf("%s\"%s\": [", k ? ", " : "{", k ? "fused" : "eager");
+      const std::vector<double>& ms = variants[k].timing.ms;
+      for (size_t i = 0; i < ms.size(); ++i) std::printf("%s%.6f", i ? ", " : "", ms[i]);
+      std::printf("]");
+    }
+    std::printf("}\n");
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 // Each plan step of the model at optLevel: median seconds over the iterations, with what the
@@ -162,14 +215,29 @@ int benchCommand(const CommonOptions& o) {
   const int fusedLevel = o.compile.optLevel == 0 ? 2 : o.compile.optLevel;
   const std::string loadBefore = loadAverage();
   std::vector<Tensor> inputs;
-  std::vector<Timing> timings;
-  const std::vector<std::pair<int, std::string>> variants = {
-      {0, "eager (-O0)"}, {fusedLevel, "fused (-O" + std::to_string(fusedLevel) + ")"}};
-  for (const auto& [level, label] : variants) {
-    Expected<Timing> t = measure(path, o, level, label, &inputs);
-    if (!t) return fail(t.status().message());
-    timings.push_back(*t);
+  std::vector<Variant> variants;
+  for (const auto& [level, label] : std::vector<std::pair<int, std::string>>{
+           {0, "eager (-O0)"}, {fusedLevel, "fused (-O" + std::to_string(fusedLevel) + ")"}}) {
+    Expected<Variant> v = load(path, o, level, label, &inputs);
+    if (!v) return fail(v.status().message());
+    variants.push_back(std::move(*v));
   }
+  // At least --warmup runs and --warmup-ms of them each: a model of microseconds warms up for a few
+  // milliseconds (the pool's second core coming out of idle), far more than a few runs.
+  for (Variant& v : variants) {
+    const auto warmupEnd = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.warmupMs);
+    for (int i = 0; i < o.warmup || std::chrono::steady_clock::now() < warmupEnd; ++i)
+      if (Status s = v.run(inputs, 1, /*timed=*/false); !s) return fail(s.message());
+  }
+  if (o.serve) return serve(variants, inputs);
+  // Five rounds (fewer when there are fewer iterations), the last taking the remainder.
+  const int perRound = std::max(1, o.iterations / 5);
+  for (int done = 0, round = 0; done < o.iterations; done += perRound, ++round)
+    if (Status s = interleave(variants, inputs, 1, std::min(perRound, o.iterations - done), round); !s)
+      return fail(s.message());
+  std::vector<Timing> timings;
+  for (Variant& v : variants) timings.push_back(std::move(v.timing));
+  variants.clear();  // the profile below compiles its own
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const double speedup = timings[1].percentile(0.5) > 0 ? timings[0].percentile(0.5) / timings[1].percentile(0.5) : 0;
   if (o.json) {

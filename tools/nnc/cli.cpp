@@ -159,6 +159,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       o.shardCount = n;
     } else if (arg == "--json") {
       o.json = true;
+    } else if (arg == "--serve") {
+      o.serve = true;
     } else if (arg == "--per-kernel") {
       o.perKernel = true;
     } else if (arg == "--time-passes") {

@@ -33,6 +33,7 @@ struct CommonOptions {
   int warmupMs = 0;                           // nnc bench --warmup-ms: warm up at least this long too
   bool perKernel = false;                     // nnc bench --per-kernel
   bool json = false;
+  bool serve = false;  // nnc bench --serve: timed runs on request (see bench_command.cpp)
   bool verbose = false;
 };
 
