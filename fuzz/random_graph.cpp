@@ -477,12 +477,23 @@ class ValidGen {
     if (!y || !isFloat(y->dtype()) || y->shape().rank() == 0) return;
     if (c_.percent(60)) y = op(OpKind::Add, {y, newConst(y->dtype(), biasShape)});
     if (!y) return;
-    // Mul stands for SiLU as exporters write it, y * Sigmoid(y): y has two users, one epilogue region.
-    static const std::vector<OpKind> acts = {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::Gelu, OpKind::Mul};
+    // Mul stands for SiLU as exporters write it, y * Sigmoid(y) (y has two users: one epilogue region),
+    // Erf for the exact GELU as they write it (recognize-gelu makes it one Gelu).
+    static const std::vector<OpKind> acts = {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh,
+                                             OpKind::Gelu, OpKind::Mul,     OpKind::Erf};
     if (c_.percent(60)) {
       const OpKind act = c_.pick(acts);
-      Value* s = act == OpKind::Mul ? op(OpKind::Sigmoid, {y}) : nullptr;
-      y = act == OpKind::Mul ? (s ? op(OpKind::Mul, {y, s}) : nullptr) : op(act, {y});
+      if (act == OpKind::Mul) {
+        Value* s = op(OpKind::Sigmoid, {y});
+        y = s ? op(OpKind::Mul, {y, s}) : nullptr;
+      } else if (act == OpKind::Erf) {
+        auto scalar = [&](double v) { return b_.constant(Tensor::scalar(y->dtype(), v)); };
+        Value* e = op(OpKind::Erf, {op(OpKind::Div, {y, scalar(1.4142135623730951)})});
+        Value* m = e ? op(OpKind::Mul, {y, op(OpKind::Add, {e, scalar(1.0)})}) : nullptr;
+        y = m ? op(OpKind::Mul, {m, scalar(0.5)}) : nullptr;
+      } else {
+        y = op(act, {y});
+      }
     }
     if (y && c_.percent(30)) op(OpKind::Add, {y, partner(y)});  // residual
   }

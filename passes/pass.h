@@ -31,6 +31,9 @@ Expected<bool> recognizeLayerNorm(Graph& graph);
 // The RMS normalisation of exports (Pow or Mul, ReduceMean, Add, Sqrt, Div or Reciprocal and Mul, [Mul])
 // as one RmsNormalization node. After recognize-layer-norm: a LayerNorm's variance part matches too.
 Expected<bool> recognizeRmsNorm(Graph& graph);
+// The exact GELU of exports (Div by sqrt 2 or Mul by its reciprocal, Erf, Add 1, two Muls: by x and
+// by 0.5) as one Gelu node.
+Expected<bool> recognizeGelu(Graph& graph);
 // Gives every graph output its own computed value (an Identity copy for outputs that are graph
 // inputs, constants, or listed twice), so the runtime can write each output buffer once.
 Expected<bool> materializeOutputs(Graph& graph);

@@ -34,6 +34,7 @@ constexpr PipelineEntry kPipeline[] = {
   {"simplify",           simplify,                      1, true,  false, "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
   {"recognize-layer-norm", recognizeLayerNorm,           1, false, false, "the decomposed LayerNorm of older exports as one LayerNormalization"},
   {"recognize-rms-norm", recognizeRmsNorm,               1, false, false, "the decomposed RMSNorm of exports as one RmsNormalization"},
+  {"recognize-gelu",     recognizeGelu,                 1, false, false, "the decomposed erf GELU of exports as one Gelu"},
   {"fold-constants",     foldConstants,                 1, false, false, "evaluate nodes whose inputs are constants (reference evaluator)"},
   {"cse",                eliminateCommonSubexpressions, 1, false, false, "merge identical nodes"},
   {"dce",                eliminateDeadCode,             0, false, false, "remove nodes whose results are unused"},

@@ -171,19 +171,24 @@ inline constexpr const char* kConcatInPlace =
     "  %z = Sigmoid(%a) : f32[1x16x4]\n"
     "}\n";
 
-// MatMul + bias + GELU as PyTorch exports it (x * 0.5 * (1 + erf(x / sqrt 2))): the bias sum has four
-// users, all in one elementwise region ending in y, so the whole region is the GEMM's epilogue. 30 x
-// 64 has whole register tiles (the vectorised epilogue, erf included) and partial ones.
+// MatMul + bias + GELU in the tanh form GPT-2's export writes (0.5 x (1 + tanh(sqrt(2 / pi) (x +
+// 0.044715 x^3)))): the bias sum has four users, all in one elementwise region ending in y, so the
+// whole region is the GEMM's epilogue. 30 x 64 has whole register tiles and partial ones.
 inline constexpr const char* kMatMulGelu =
     "graph(%x: f32[30x16], %w: f32[16x64], %bias: f32[64]) -> (%y: f32[30x64]) {\n"
-    "  %sqrt2 = Constant() {value=[1.4142135]} : f32[]\n"
+    "  %three = Constant() {value=[3]} : f32[]\n"
+    "  %k = Constant() {value=[0.044715]} : f32[]\n"
+    "  %s = Constant() {value=[0.7978846]} : f32[]\n"
     "  %one = Constant() {value=[1]} : f32[]\n"
     "  %half = Constant() {value=[0.5]} : f32[]\n"
     "  %m = MatMul(%x, %w) : f32[30x64]\n"
     "  %a = Add(%m, %bias) : f32[30x64]\n"
-    "  %d = Div(%a, %sqrt2) : f32[30x64]\n"
-    "  %e = Erf(%d) : f32[30x64]\n"
-    "  %p = Add(%e, %one) : f32[30x64]\n"
+    "  %c = Pow(%a, %three) : f32[30x64]\n"
+    "  %ck = Mul(%c, %k) : f32[30x64]\n"
+    "  %i = Add(%a, %ck) : f32[30x64]\n"
+    "  %is = Mul(%i, %s) : f32[30x64]\n"
+    "  %t = Tanh(%is) : f32[30x64]\n"
+    "  %p = Add(%t, %one) : f32[30x64]\n"
     "  %q = Mul(%a, %p) : f32[30x64]\n"
     "  %y = Mul(%q, %half) : f32[30x64]\n"
     "}\n";

@@ -156,8 +156,8 @@ TEST(Pipeline, TimePassesWritesOneLinePerPassRun) {
   }
   // Without CSE the two outputs stay distinct, so materialize-outputs has nothing to do.
   EXPECT_EQ(names, (std::vector<std::string>{"channels-last", "conv-to-gemm", "explicit-padding", "simplify*",
-                                             "recognize-layer-norm", "recognize-rms-norm", "fold-constants*", "dce*",
-                                             "materialize-outputs"}));
+                                             "recognize-layer-norm", "recognize-rms-norm", "recognize-gelu",
+                                             "fold-constants*", "dce*", "materialize-outputs"}));
 }
 
 TEST(Pipeline, TargetPassesRunOnlyWhenTheTargetListsThem) {
@@ -183,8 +183,8 @@ TEST(Pipeline, ListPassesMatchesTheTableOrder) {
     EXPECT_FALSE(p.description.empty()) << p.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"channels-last@target", "conv-to-gemm@target", "explicit-padding@target",
-                                             "simplify", "recognize-layer-norm", "recognize-rms-norm", "fold-constants",
-                                             "cse", "dce", "materialize-outputs"}));
+                                             "simplify", "recognize-layer-norm", "recognize-rms-norm", "recognize-gelu",
+                                             "fold-constants", "cse", "dce", "materialize-outputs"}));
 }
 
 TEST(Pipeline, VerifierCatchesAnInvalidInputGraph) {
