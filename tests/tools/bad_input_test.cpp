@@ -254,6 +254,9 @@ TEST_F(BadInput, BadOptionValues) {
 TEST_F(BadInput, NoOutputOrTwoModels) {
   writeModel("model.onnx", addReluMulModel());
   expectError({"model.onnx"}, {"nnc: error: no output file: give -o MODEL.so"});
+  // Not a library written to a file named "-" beside the printed IR.
+  expectError({"model.onnx", "--emit=kernel-ir", "-o", "-"}, {"nnc: error: -o -: a shared library is not written"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "-"));
   expectError({"model.onnx", "model.onnx", "-o", "model.so"}, {"nnc: error: expected exactly one model file"});
 }
 

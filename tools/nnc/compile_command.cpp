@@ -33,6 +33,10 @@ int compileCommand(const CommonOptions& o) {
   const std::string& path = o.positional[0];
   if (o.output.empty() && o.emit.empty() && o.dumpGraph.empty())
     return fail("no output file: give -o MODEL.so, --emit=... or --dump-graph=FILE.dot");
+  // gcc's `-o -` means stdout; a shared library is never written there (and a file named "-" is a
+  // surprise): --emit prints to stdout by itself.
+  if (o.output == "-")
+    return fail("-o -: a shared library is not written to stdout (--emit=... prints there without -o)");
   const bool cuda = o.compile.target == "cuda";
   if ((o.emit == "cuda" || o.emit == "ptx") && !cuda) return fail("--emit=" + o.emit + " needs --target=cuda");
   if (o.compile.allowTf32 && !cuda) return fail("--allow-tf32 needs --target=cuda");
