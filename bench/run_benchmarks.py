@@ -22,6 +22,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -343,6 +344,35 @@ def run_nnc(nnc, workload, iterations, warmup, threads, cores):
     return out
 
 
+def running_threads(pids):
+    """How many threads of the processes `pids` (this one's other than the calling thread) are running
+    or runnable (state R)."""
+    me, busy = str(threading.get_native_id()), 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # the process exited
+            continue
+        for tid in tids:
+            if pid == "self" and tid == me:
+                continue
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    busy += f.read().rsplit(")", 1)[1].split()[0] == "R"
+            except OSError:  # the thread exited
+                pass
+    return busy
+
+
+def quiesce(pids, timeout_s=0.2):
+    """Waits until no runtime thread but the caller is running: ORT's idle workers spin for ~30 ms after
+    a run (session.intra_op.allow_spinning, on by default) and nnc's pool briefly too, which in an
+    interleaved timeline would take a core from the next contender's runs."""
+    t0 = time.perf_counter()
+    while running_threads(pids) and time.perf_counter() - t0 < timeout_s:
+        time.sleep(0.0005)
+
+
 def ort_session(workload, level, threads):
     """An ORT session with its inputs and outputs bound to buffers allocated once (IOBinding), as nnc
     bench keeps its output buffers: both sides time the inference, not the allocation of fresh result
@@ -418,6 +448,7 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
             while done < iterations:
                 n = min(per_round, iterations - done)
                 for contender in (contenders if r % 2 == 0 else contenders[::-1]):
+                    quiesce(["self", str(proc.pid)])  # the last contender's pool has stopped spinning
                     contender(n)
                 done, r = done + n, r + 1
         proc.stdin.close()
