@@ -37,6 +37,10 @@ TORCH_WORKER = os.path.join(REPO, "bench", "torch_worker.py")
 # ran 3x slower for its first few milliseconds at 2 threads (the second core coming out of idle), far
 # more than 3 runs (bench/NOTES.md, 2026-11-27 later).
 WARMUP_MS = 100
+# At each switch in the interleaved timeline a contender runs untimed for at least this long (and once):
+# after the wait for the other runtimes' threads to stop, the second core is coming out of idle (the
+# batch-1 MLP at 2 threads read 0.056 ms instead of 0.013 with one untimed run).
+SWITCH_WARMUP_MS = 20
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
 STEAL_PERCENT_LIMIT = 5.0  # per vCPU, during one measurement: a VM neighbour took a core
@@ -397,8 +401,8 @@ def ort_session(workload, level, threads):
 def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
     """nnc eager and fused (an `nnc bench --serve` process, which times its own runs), ORT with all and
     with no graph optimisations (in this process): warmed up, then five rounds, each running every
-    contender in turn (the order reversed every other round), one untimed run and iterations / 5 timed
-    runs each, so a slowdown of the machine lands on all of them alike instead of on one's whole row."""
+    contender in turn (the order reversed every other round), SWITCH_WARMUP_MS of untimed runs (at least
+    one) and iterations / 5 timed runs each, so a slowdown of the machine lands on all of them alike instead of on one's whole row."""
     cmd = [nnc, "bench", workload["onnx"], "--serve", f"--warmup={warmup}", f"--warmup-ms={WARMUP_MS}",
            f"--threads={threads}"]
     for input_name, (_, pb) in workload["inputs"].items():
@@ -424,7 +428,7 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
         samples = {"nnc_eager": [], "nnc_fused": [], "ort_all": [], "ort_none": []}
 
         def nnc_round(n):
-            proc.stdin.write(f"run {n}\n")
+            proc.stdin.write(f"run {n} {SWITCH_WARMUP_MS}\n")
             proc.stdin.flush()
             reply = proc.stdout.readline()
             if not reply.startswith("{"):
@@ -435,7 +439,10 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
 
         def ort_round(key, n):
             run = ort_runs[key][0]
-            run()  # untimed, as nnc's: the other contenders have had the caches
+            warm_until = time.perf_counter() + SWITCH_WARMUP_MS / 1e3
+            run()  # untimed, as nnc's: the other contenders have had the caches and the cores idled
+            while time.perf_counter() < warm_until:
+                run()
             for _ in range(n):
                 start = time.perf_counter()
                 run()

@@ -241,7 +241,7 @@ bool stdinFromServeInput(size_t) {
 // that is not a command is an error.
 TEST_F(BenchCommand, ServeAnswersEachRunWithThatManySamplesOfEach) {
   serveInputPath = dir / "commands";
-  writeFile(serveInputPath, "run 2\nrun 3\n");
+  writeFile(serveInputPath, "run 2\nrun 3 5\n");  // the second after 5 ms of untimed runs
   RunResult r = runNnc({"bench", "model.onnx", "--serve", "--warmup=1"}, dir.path(), {}, stdinFromServeInput);
   ASSERT_EQ(r.exitCode, 0) << r;
   std::istringstream lines(r.out);

@@ -102,14 +102,18 @@ Expected<Variant> load(const std::string& path, const CommonOptions& base, int o
 }
 
 // Eager and fused, interleaved: each round runs one of them, then the other (the order alternating
-// round by round), one untimed run (the other variant's buffers have evicted its weights from the
-// caches) then `perRound` timed runs each, so a slowdown of the machine lands on both alike.
+// round by round), untimed runs first (the other variant's buffers have evicted its weights from the
+// caches; after an idle wait the pool's second core is coming out of idle: at least warmupMs of them,
+// and one) then `perRound` timed runs each, so a slowdown of the machine lands on both alike.
 Status interleave(std::vector<Variant>& variants, const std::vector<Tensor>& inputs, int rounds, int perRound,
-                  int round0) {
+                  int round0, int warmupMs = 0) {
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < variants.size(); ++k) {
       Variant& v = variants[(r + round0) % 2 ? variants.size() - 1 - k : k];
-      NNC_RETURN_IF_ERROR(v.run(inputs, 1, /*timed=*/false));
+      const auto warmEnd = std::chrono::steady_clock::now() + std::chrono::milliseconds(warmupMs);
+      do {
+        NNC_RETURN_IF_ERROR(v.run(inputs, 1, /*timed=*/false));
+      } while (std::chrono::steady_clock::now() < warmEnd);
       NNC_RETURN_IF_ERROR(v.run(inputs, perRound, /*timed=*/true));
     }
   }
@@ -117,8 +121,9 @@ Status interleave(std::vector<Variant>& variants, const std::vector<Tensor>& inp
 }
 
 // --serve: for bench/run_benchmarks.py, which interleaves nnc with other runtimes. Prints one JSON
-// line when both variants are compiled and warm, then answers each stdin line "run N" (N timed runs
-// of each variant after one untimed) with a line {"eager": [ms...], "fused": [ms...]}; ends at EOF.
+// line when both variants are compiled and warm, then answers each stdin line "run N [MS]" (N timed
+// runs of each variant after untimed ones: at least MS milliseconds of them, and one) with a line
+// {"eager": [ms...], "fused": [ms...]}; ends at EOF.
 int serve(std::vector<Variant>& variants, const std::vector<Tensor>& inputs) {
   std::printf("{\"ready\": true, \"kernels\": [%d, %d], \"bytes_moved\": [%llu, %llu]}\n", variants[0].timing.kernels,
               variants[1].timing.kernels, static_cast<unsigned long long>(variants[0].timing.bytesMoved),
@@ -126,14 +131,14 @@ int serve(std::vector<Variant>& variants, const std::vector<Tensor>& inputs) {
   std::fflush(stdout);
   char line[64];
   for (int round = 0; std::fgets(line, sizeof line, stdin);) {
-    int n = 0;
-    if (std::sscanf(line, "run %d", &n) != 1 || n < 1) {
+    int n = 0, warmMs = 0;
+    if (std::sscanf(line, "run %d %d", &n, &warmMs) < 1 || n < 1 || warmMs < 0) {
       std::string got = line;
       while (!got.empty() && (got.back() == '\n' || got.back() == '\r')) got.pop_back();
       return fail("nnc bench --serve: expected 'run N', got '" + got + "'");
     }
     for (Variant& v : variants) v.timing.ms.clear();
-    if (Status s = interleave(variants, inputs, 1, n, round++); !s) return fail(s.message());
+    if (Status s = interleave(variants, inputs, 1, n, round++, warmMs); !s) return fail(s.message());
     for (size_t k = 0; k < variants.size(); ++k) {
       std::printf("%s\"%s\": [", k ? ", " : "{", k ? "fused" : "eager");
       const std::vector<double>& ms = variants[k].timing.ms;
