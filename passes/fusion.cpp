@@ -144,8 +144,15 @@ class Partitioner {
     constexpr size_t kMaxRegion = 24;
     std::set<const Value*> values{in};
     std::set<const Node*> members;
+    // The walk ends at the last use of the region's values so far (a member can only come before it),
+    // so a graph of many nodes costs the span of each region, not the rest of the graph.
+    int lastUse = 0;
+    auto noteUses = [&](const Value* v) {
+      for (const Use& u : v->users()) lastUse = std::max(lastUse, index_.at(u.node));
+    };
+    noteUses(in);
     const int begin = index_.at(in->producer()) + 1;
-    for (int i = begin; i < static_cast<int>(nodes_.size()) && members.size() < kMaxRegion; ++i) {
+    for (int i = begin; i <= lastUse && members.size() < kMaxRegion; ++i) {
       const Node* m = nodes_[i];
       const bool reads =
           std::any_of(m->inputs().begin(), m->inputs().end(), [&](const Value* v) { return v && values.count(v); });
@@ -164,6 +171,7 @@ class Partitioner {
       }
       values.insert(m->output(0));
       if (closed) return FusionDecision::yes();
+      noteUses(m->output(0));
     }
     return FusionDecision::no("'" + in->name() + "' has other users (not one elementwise region of at most " +
                               std::to_string(kMaxRegion) + " nodes)");
