@@ -42,7 +42,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -51,7 +50,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_benchmarks import git_commit, load_average, make_model, stats  # noqa: E402  (shared helpers)
+from run_benchmarks import git_commit, load_average, make_model, quiesce, stats  # noqa: E402  (shared helpers)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOAD_PER_CORE_LIMIT = 0.5   # 1-minute load average per core at the start (run_benchmarks.py's threshold)
@@ -94,29 +93,6 @@ class OtherLoad:
         wall = max(time.time() - self.t0, 1e-9)
         self.cores = max(0.0, (busy - self.ticks0[0]) - (own - self.ticks0[1])) / hz / wall
         return False
-
-
-def busy_helper_threads():
-    """How many of this process's threads other than the calling one are running or runnable (state R)."""
-    me, busy = str(threading.get_native_id()), 0
-    for tid in os.listdir("/proc/self/task"):
-        if tid != me:
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    busy += f.read().rsplit(")", 1)[1].split()[0] == "R"
-            except OSError:  # the thread exited
-                pass
-    return busy
-
-
-def quiesce(timeout_s=0.2):
-    """Waits until no runtime worker thread is running: ORT's idle workers spin for ~30 ms after a run
-    (session.intra_op.allow_spinning), which would take a core from the other runtime's next run.
-    Returns the seconds waited."""
-    t0 = time.perf_counter()
-    while busy_helper_threads() and time.perf_counter() - t0 < timeout_s:
-        time.sleep(0.0005)
-    return time.perf_counter() - t0
 
 
 def nnc_build_type(nnc):

@@ -368,13 +368,14 @@ def running_threads(pids):
     return busy
 
 
-def quiesce(pids, timeout_s=0.2):
+def quiesce(pids=("self",), timeout_s=0.2):
     """Waits until no runtime thread but the caller is running: ORT's idle workers spin for ~30 ms after
     a run (session.intra_op.allow_spinning, on by default) and nnc's pool briefly too, which in an
-    interleaved timeline would take a core from the next contender's runs."""
+    interleaved timeline would take a core from the next contender's runs. Returns the seconds waited."""
     t0 = time.perf_counter()
     while running_threads(pids) and time.perf_counter() - t0 < timeout_s:
         time.sleep(0.0005)
+    return time.perf_counter() - t0
 
 
 def ort_session(workload, level, threads):
