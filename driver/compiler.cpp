@@ -65,6 +65,7 @@ const char* groupKindName(GroupKind kind) {
     case GroupKind::LoopKernel: return "loops";
     case GroupKind::Contraction: return "contraction";
     case GroupKind::LibraryCall: return "library call";
+    case GroupKind::Attention: return "attention";
     case GroupKind::HostBuiltin: return "host builtin";
     case GroupKind::InPlace: return "in place";
   }
@@ -117,7 +118,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     // its step splits the new count, each point that much more work.
     std::map<std::string, const kir::Kernel*> rewritten;
     for (const kir::Kernel& k : program.lowered.kernels)
-      if (!k.contraction) rewritten[k.name] = &k;
+      if (!k.contraction && !k.attention) rewritten[k.name] = &k;  // (those count tasks)
     for (rt::Step& step : program.lowered.plan.steps) {
       auto it = step.kind == rt::StepKind::Kernel ? rewritten.find(step.name) : rewritten.end();
       if (it == rewritten.end() || it->second->outer.size() == step.outerSize || it->second->outer.size() == 0)
@@ -152,6 +153,12 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
                    static_cast<double>(c.k);
       cost.shape = std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
                    std::to_string(c.k) + " tile " + std::to_string(c.mr) + "x" + std::to_string(c.nr);
+    } else if (step.kind == rt::StepKind::Kernel && k != kernelsByName.end() && k->second->attention) {
+      const kir::Attention& a = *k->second->attention;  // its two products; the softmax is not counted
+      cost.flops = 2.0 * static_cast<double>(a.batch) * static_cast<double>(a.lq) * static_cast<double>(a.lk) *
+                   static_cast<double>(a.d + a.dv);
+      cost.shape = "attention " + std::to_string(a.batch) + "x" + std::to_string(a.lq) + "x" + std::to_string(a.lk) +
+                   " d " + std::to_string(a.d) + "/" + std::to_string(a.dv);
     }
     program.report.steps.push_back(std::move(cost));
   }

@@ -68,7 +68,7 @@ struct CompileReport {
   // fused into it, and every value that crosses groups — a round trip through memory — with why the
   // fusion policy kept the two apart.
   struct Group {
-    std::string kind;                // "loops", "contraction", "library call", "host builtin"
+    std::string kind;                // "loops", "contraction", "attention", "library call", "...
     std::vector<std::string> nodes;  // node names (the ONNX names; passes derive names for nodes they add)
     std::vector<std::string> ops;    // each node's op
     std::vector<size_t> steps;       // indices into `steps`

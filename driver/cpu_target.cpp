@@ -40,6 +40,9 @@ bool isInPlacePatches(const Node& n, int operand) {
   return n.output(0)->shape()[rows ? 2 : 1] <= kMaxInPlacePatchesK;
 }
 
+// The fewest keys for which attention runs as one kernel (see contractionHooks).
+constexpr int64_t kMinAttentionKeys = 64;
+
 struct CpuCode : TargetCode {
   std::unique_ptr<codegen::CpuModule> module;
 };
@@ -76,12 +79,22 @@ class CpuTarget final : public Target {
         "the packed GEMM reads its operands from memory (only strided views, and unpadded im2col patches, "
         "fold into it)";
     hooks.reshapeInEpilogue = true;  // the tile is stored by flat position
+    // Attention runs flash-style (ir/lower_attention.h) where its scores would leave L1: from 64 keys
+    // on. (Below, three kernels of a few microseconds each; measured in bench/NOTES.md.)
+    hooks.acceptsAttention = [](const AttentionPattern& m) {
+      const Shape& scores = m.scores->output(0)->shape();
+      return scores[scores.rank() - 1] >= kMinAttentionKeys;
+    };
     return hooks;
   }
 
   Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group,
                                                                const std::string& kernelName) const override {
     return nnc::lowerContraction(group, kernelName, tile_);
+  }
+
+  Expected<LoweredKernel> lowerAttention(const KernelGroup& group, const std::string& kernelName) const override {
+    return nnc::lowerAttention(group, kernelName, tile_);
   }
 
   // Softmax-like kernels compute once the body their inner loop would repeat (kir/stash.h).

@@ -176,6 +176,7 @@ class PlanBuilder {
       case GroupKind::Contraction:
         if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
         return emitLoopKernels(index);  // the contraction lowering declined it
+      case GroupKind::Attention: return emitAttention(index);
       case GroupKind::LoopKernel: return emitLoopKernels(index);
       case GroupKind::InPlace: return Status::ok();  // its inputs' producers wrote it
     }
@@ -248,6 +249,22 @@ class PlanBuilder {
     // Column block by column block: a block's row-block tasks share its weights (kernel_lowering
     // numbers the tasks so that they are consecutive).
     if (c.columnBlocksOuter) step.chunkGranule = c.mBlocks();
+    step.origin = originOf(group);
+    out_.plan.steps.push_back(std::move(step));
+    out_.kernels.push_back(std::move(lk.kernel));
+    return Status::ok();
+  }
+
+  Status emitAttention(size_t index) {
+    const KernelGroup& group = out_.groups[index];
+    NNC_ASSIGN_OR_RETURN(LoweredKernel lk, target_.lowerAttention(group, kernelName(index, group)));
+    const kir::Attention& a = *lk.kernel.attention;
+    rt::Step step;
+    step.kind = rt::StepKind::Kernel;
+    step.name = lk.kernel.name;
+    for (const Value* v : lk.params) step.args.push_back(bufferOf(v));
+    step.outerSize = a.numTasks();  // its outer points are its tasks
+    step.workPerPoint = std::max<int64_t>(1, a.qBlock * a.lk * (a.d + a.dv));
     step.origin = originOf(group);
     out_.plan.steps.push_back(std::move(step));
     out_.kernels.push_back(std::move(lk.kernel));

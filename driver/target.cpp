@@ -27,6 +27,12 @@ Expected<std::optional<LoweredContraction>> Target::lowerContraction(const Kerne
                        "' makes no contraction groups");
 }
 
+Expected<LoweredKernel> Target::lowerAttention(const KernelGroup& group, const std::string& kernelName) const {
+  (void)kernelName;
+  return Status::error(group.nodes.front()->diagPrefix() + "internal: target '" + name() +
+                       "' makes no attention groups");
+}
+
 Expected<LibraryCall> Target::lowerLibraryCall(const KernelGroup& group) const {
   return Status::error(group.nodes.front()->diagPrefix() + "internal: target '" + name() + "' calls no library");
 }

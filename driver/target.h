@@ -68,6 +68,8 @@ class Target {
   // A Contraction group as one kernel, with the constants it reads packed; nullopt: loop nests.
   virtual Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group,
                                                                        const std::string& kernelName) const;
+  // An Attention group (passes/fusion.h, ContractionHooks::acceptsAttention) as one kernel.
+  virtual Expected<LoweredKernel> lowerAttention(const KernelGroup& group, const std::string& kernelName) const;
   // A LibraryCall group as one library step.
   virtual Expected<LibraryCall> lowerLibraryCall(const KernelGroup& group) const;
   // Kernel-IR rewrites this target's code generation implements, applied to every lowered kernel

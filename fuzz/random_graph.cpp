@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -169,7 +170,13 @@ class ValidGen {
       case 13: matmul(x); break;
       case 14: conv(); break;
       case 15: cast(x); break;
-      default: binary(x); break;
+      default:
+        // A third of this slot is an attention block (binary also has cases 3 and 4).
+        if (c_.percent(35))
+          attention(x);
+        else
+          binary(x);
+        break;
     }
   }
 
@@ -496,6 +503,236 @@ class ValidGen {
       }
     }
     if (y && c_.percent(30)) op(OpKind::Add, {y, partner(y)});  // residual
+  }
+  // Scaled dot-product attention as PyTorch and HuggingFace export it:
+  //   S = MatMul(Q, Kt)                    Q [B, H, Lq, D], Kt [B, H, D, Lk] (or Transpose(K) of K [B, H, Lk, D])
+  //   S2 = Div(S, c) or Mul(S, c)          optional, c a scalar (sqrt(D), 1/sqrt(D)); or Q and Kt scaled first
+  //   S3 = Where(C, fill, S2) / Where(C, S2, fill) and/or Add(S2, M)   optional masks (Where first)
+  //   O = MatMul(Softmax(S3, axis=-1), V)  V [B, H, Lk, Dv]
+  // sometimes with batch and heads merged ([B*H, L, D], the bmm form). Q, K and V are projections of a
+  // hidden state split into heads (x, squashed by Tanh, when it fits one; else a new input), or new
+  // inputs in the head layout; O is merged back into [B, Lq, H*Dv] half the time, and then feeds the
+  // following steps like any value. Values stay moderate (projections scaled by 1/sqrt(E)), and every
+  // query row sees at least one key: a row whose keys all hold a -inf fill is NaN in every
+  // implementation, one whose keys all hold a finite fill is badly conditioned.
+  void attention(Value* x) {
+    int64_t batch = c_.range(1, 2);
+    const int64_t heads = c_.range(1, 3);
+    Value* hq = c_.percent(60) ? hiddenFrom(x, batch) : nullptr;  // [B, Lq, E]; may set batch to 1
+    if (!b_.status()) return;
+    auto seqLen = [&] { return c_.percent(30) ? c_.range(1, 8) : c_.range(1, 40); };
+    static const std::vector<int64_t> commonDims = {8, 16, 32, 64};
+    auto headDim = [&] { return c_.percent(30) ? c_.pick(commonDims) : c_.range(1, 70); };
+    // Keys from 64 on are what the cpu computes as one attention kernel (driver/cpu_target.cpp).
+    auto longSeqLen = [&] { return c_.range(64, 160); };
+    const int64_t lq = hq ? hq->shape()[1] : c_.percent(20) ? longSeqLen() : seqLen();
+    const bool self = c_.percent(40);
+    const int64_t lk = self ? lq : c_.percent(60) ? longSeqLen() : seqLen();
+    const int64_t d = headDim(), dv = c_.percent(40) ? d : headDim();
+    const bool merged = c_.percent(15);
+    if (!hq && c_.percent(40)) hq = newInput(DType::F32, Shape{batch, lq, c_.range(1, 16)});
+    Value* hk = self ? hq : (c_.percent(50) ? newInput(DType::F32, Shape{batch, lk, c_.range(1, 16)}) : nullptr);
+    Value* q = attnHeads(hq, batch, heads, lq, d, merged, false);
+    const bool ktDirect = c_.percent(40);  // permute(0, 2, 3, 1) of the split keys: Kt without a Transpose
+    Value* kt = attnHeads(hk, batch, heads, lk, d, merged, ktDirect);
+    if (kt && !ktDirect) kt = op(OpKind::Transpose, {kt}, permLast2(kt->shape().rank()));
+    Value* v = attnHeads(hk, batch, heads, lk, dv, merged, false);
+    if (!q || !kt || !v) return;
+    auto scalar = [&](double c) { return b_.constant(Tensor::scalar(DType::F32, c)); };
+    const int scaling = static_cast<int>(c_.range(0, 9));  // 0-2 none, 3-5 Div, 6-8 Mul, 9 Q and Kt
+    const double c = c_.percent(80) ? std::sqrt(static_cast<double>(d)) : 0.5 * static_cast<double>(c_.range(1, 16));
+    if (scaling == 9) {  // torch's export of scaled_dot_product_attention: q * sqrt(scale), k^T * sqrt(scale)
+      q = op(OpKind::Mul, {q, scalar(1 / std::sqrt(c))});
+      kt = op(OpKind::Mul, {kt, scalar(1 / std::sqrt(c))});
+    }
+    Value* s = op(OpKind::MatMul, {q, kt});
+    if (s && scaling >= 3 && scaling <= 5) s = op(OpKind::Div, {s, scalar(c)});
+    if (s && scaling >= 6 && scaling <= 8) s = op(OpKind::Mul, {s, scalar(1 / c)});
+    if (!s) return;
+    // Masks: none, Add, Where, or Where then Add.
+    const int masking = static_cast<int>(c_.range(0, 19));  // 0-4 none, 5-10 Add, 11-16 Where, 17-19 both
+    const bool useWhere = masking >= 11, useAdd = (masking >= 5 && masking <= 10) || masking >= 17;
+    const bool addBias = useAdd && c_.percent(25);  // an additive bias that hides nothing
+    std::vector<AttnMask> masks;
+    if (useWhere) masks.push_back(attnMask(s->shape()));
+    if (useAdd && !addBias) masks.push_back(attnMask(s->shape()));
+    keepSomeKey(s->shape(), masks);
+    if (useWhere) {
+      static const std::vector<double> fills = {-INFINITY, -1e9, std::numeric_limits<float>::lowest()};
+      const double fill = c_.pick(fills);
+      const bool fillFirst = c_.percent(50);  // masked_fill: C marks the hidden keys
+      Value* cond = maskConst(masks.front(), DType::Bool, fillFirst ? 0 : 1, fillFirst ? 1 : 0);
+      s = fillFirst ? op(OpKind::Where, {cond, scalar(fill), s}) : op(OpKind::Where, {cond, s, scalar(fill)});
+    }
+    if (s && useAdd) {
+      Value* m = nullptr;
+      if (addBias) {  // a relative-position bias: [Lq, Lk], [1, H, Lq, Lk], ...
+        const int rank = s->shape().rank();
+        Shape bs = s->shape();
+        for (int a = 0; a < rank - 2; ++a)
+          if (c_.percent(50)) bs[a] = 1;
+        if (c_.percent(40)) bs = Shape{bs[rank - 2], bs[rank - 1]};
+        m = c_.percent(50) ? newConst(DType::F32, bs) : newInput(DType::F32, bs);
+      } else {
+        const double fill = c_.percent(70) ? -10000.0 : (c_.percent(50) ? -1e9 : std::numeric_limits<float>::lowest());
+        m = maskConst(masks.back(), DType::F32, 0, fill);
+      }
+      s = c_.percent(80) ? op(OpKind::Add, {s, m}) : op(OpKind::Add, {m, s});
+    }
+    if (!s) return;
+    Attributes sa;
+    sa.set("axis", c_.percent(75) ? int64_t{-1} : int64_t{s->shape().rank() - 1});
+    Value* o = op(OpKind::MatMul, {op(OpKind::Softmax, {s}, sa), v});
+    if (!o || !b_.status() || !c_.percent(50)) return;
+    // Heads merged back: [B, Lq, H * Dv], sometimes through an output projection.
+    if (merged) o = op(OpKind::Reshape, {o}, shapeAttr({batch, heads, lq, dv}));
+    if (o) o = op(OpKind::Transpose, {o}, permAttr({0, 2, 1, 3}));
+    if (o) o = op(OpKind::Reshape, {o}, shapeAttr({batch, c_.percent(30) ? -1 : lq, heads * dv}));
+    if (o && c_.percent(40)) {
+      const int64_t e = c_.range(1, 16);
+      o = op(OpKind::MatMul, {o, scaledConst(Shape{heads * dv, e}, 1 / std::sqrt(static_cast<double>(heads * dv)))});
+    }
+  }
+  Attributes shapeAttr(std::vector<int64_t> dims) {
+    Attributes a;
+    a.set("shape", std::move(dims));
+    return a;
+  }
+  Attributes permAttr(std::vector<int64_t> perm) {
+    Attributes a;
+    a.set("perm", std::move(perm));
+    return a;
+  }
+  // A constant in [-2 scale, 2 scale].
+  Value* scaledConst(const Shape& s, double scale) {
+    Tensor t = deterministicTensor(DType::F32, s, 1000 + numConsts_++);
+    for (int64_t i = 0; i < t.numel(); ++i) t.setDouble(i, t.getDouble(i) * scale);
+    return b_.constant(t);
+  }
+  // A hidden state [B, L, E] made from x squashed into [-1, 1] by Tanh: x's rows when they fit
+  // (E its last dim, L <= 40 rows per batch entry, at least 2 unless x has 1), else x flattened to
+  // [1, 1, E] added to a new input [B, L, E] of random length (an embedding plus x). nullptr when x
+  // fits neither; sets `batch` to 1 when x's rows do not split into `batch`.
+  Value* hiddenFrom(Value* x, int64_t& batch) {
+    const int rank = x->shape().rank();
+    const int64_t n = x->shape().numel(), e = rank ? x->shape()[rank - 1] : 1;
+    if (n <= 0 || e < 1) return nullptr;
+    const int64_t rows = n / e;
+    const bool fits = e <= 64 && rows <= 40 && (rows > 1 || n == 1 || c_.percent(20));
+    if (!fits && n > 64) return nullptr;
+    if (fits && rows % batch) batch = 1;
+    Value* h = op(OpKind::Tanh, {castTo(x, DType::F32)});
+    if (fits) return h ? op(OpKind::Reshape, {h}, shapeAttr({batch, rows / batch, e})) : nullptr;
+    if (h) h = op(OpKind::Reshape, {h}, shapeAttr({1, 1, n}));
+    const int64_t len = c_.percent(30) ? c_.range(1, 8) : c_.range(1, 40);
+    return h ? op(OpKind::Add, {newInput(DType::F32, Shape{batch, len, n}), h}) : nullptr;
+  }
+  // Heads [B, H, L, D] ([B*H, L, D] when merged; [.., D, L] when keyT) projected from hidden [B, L, E]
+  // and split as exporters write it: MatMul (+ bias), Reshape [B, L, H, D], Transpose (0, 2, 1, 3), or
+  // (0, 2, 3, 1) for keys already transposed. Without a hidden state, a new input (or a constant, as
+  // cached keys and values) in that layout.
+  Value* attnHeads(Value* hidden, int64_t b, int64_t h, int64_t l, int64_t d, bool merged, bool keyT) {
+    if (!hidden) {
+      Shape s = merged ? Shape{b * h, l, d} : Shape{b, h, l, d};
+      if (keyT) std::swap(s[s.rank() - 1], s[s.rank() - 2]);
+      return c_.percent(20) ? newConst(DType::F32, s) : newInput(DType::F32, s);
+    }
+    const int64_t e = hidden->shape()[2];
+    Value* p = op(OpKind::MatMul, {hidden, scaledConst(Shape{e, h * d}, 1 / std::sqrt(static_cast<double>(e)))});
+    if (p && c_.percent(40)) p = op(OpKind::Add, {p, scaledConst(Shape{h * d}, 0.5)});
+    if (p) p = op(OpKind::Reshape, {p}, shapeAttr({b, c_.percent(30) ? -1 : l, h, d}));
+    if (!p) return nullptr;
+    if (!merged)
+      return op(OpKind::Transpose, {p},
+                permAttr(keyT ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3}));
+    p = op(OpKind::Reshape, {op(OpKind::Transpose, {p}, permAttr({0, 2, 1, 3}))}, shapeAttr({b * h, l, d}));
+    return p && keyT ? op(OpKind::Transpose, {p}, permAttr({0, 2, 1})) : p;
+  }
+  // Which keys each query may see, over scores of shape s ([..., Lq, Lk]): `dims` has s's rank with 1
+  // where the mask broadcasts (its last dim is always Lk); `keep` is laid out like a tensor of `dims`.
+  struct AttnMask {
+    std::vector<int64_t> dims;
+    std::vector<uint8_t> keep;
+  };
+  AttnMask attnMask(const Shape& s) {
+    const int rank = s.rank();
+    const int64_t lq = s[rank - 2], lk = s[rank - 1];
+    AttnMask m;
+    m.dims.assign(rank, 1);
+    m.dims[rank - 1] = lk;
+    const int kind = static_cast<int>(c_.range(0, 2));  // padding, causal, arbitrary
+    if (kind == 0) {
+      m.dims[0] = s[0];
+      if (c_.percent(25)) m.dims[rank - 2] = lq;  // expanded to [B, 1, Lq, Lk]
+    } else if (kind == 2) {
+      for (int a = 0; a < rank - 1; ++a) m.dims[a] = a == 0 || a == rank - 2 || c_.percent(50) ? s[a] : 1;
+    } else {
+      m.dims[rank - 2] = lq;
+    }
+    // Padding: per batch entry, the first (or last, left padding) len keys are real.
+    std::vector<int64_t> lens(static_cast<size_t>(m.dims[0]));
+    for (int64_t& len : lens) len = c_.percent(30) ? lk : c_.range(1, lk);
+    const bool left = c_.percent(25);
+    // Causal: key j is visible from query i when j <= i + offset; aligned bottom-right (as with cached
+    // keys) only when Lq <= Lk, so the first query sees a key.
+    const int64_t offset = lq <= lk && c_.percent(60) ? lk - lq : 0;
+    const uint64_t salt = static_cast<uint64_t>(c_.range(0, 65535));
+    int64_t total = 1;
+    for (int64_t dd : m.dims) total *= dd;
+    m.keep.resize(static_cast<size_t>(total));
+    for (int64_t f = 0; f < total; ++f) {
+      const int64_t j = f % lk, i = m.dims[rank - 2] > 1 ? (f / lk) % m.dims[rank - 2] : 0;
+      int64_t b = f;
+      for (int a = rank - 1; a > 0; --a) b /= m.dims[a];
+      bool k;
+      if (kind == 0)
+        k = left ? j >= lk - lens[static_cast<size_t>(b)] : j < lens[static_cast<size_t>(b)];
+      else if (kind == 1)
+        k = j <= i + offset;
+      else
+        k = hashUnit(salt, static_cast<uint64_t>(f)) < 0.7;
+      m.keep[static_cast<size_t>(f)] = k;
+    }
+    return m;
+  }
+  // Where the masks together hide every key from some query, makes key 0 visible in all of them.
+  void keepSomeKey(const Shape& s, std::vector<AttnMask>& masks) {
+    if (masks.empty()) return;
+    const int rank = s.rank();
+    const int64_t lk = s[rank - 1], rows = s.numel() / lk;
+    auto index = [&](const AttnMask& m, const std::vector<int64_t>& at) {
+      int64_t f = 0;
+      for (int a = 0; a < rank; ++a) f = f * m.dims[a] + (m.dims[a] == 1 ? 0 : at[a]);
+      return static_cast<size_t>(f);
+    };
+    std::vector<int64_t> at(rank);
+    bool blind = false;
+    for (int64_t r = 0; r < rows && !blind; ++r) {
+      int64_t q = r;
+      for (int a = rank - 2; a >= 0; --a) {
+        at[a] = q % s[a];
+        q /= s[a];
+      }
+      bool sees = false;
+      for (int64_t j = 0; j < lk && !sees; ++j) {
+        at[rank - 1] = j;
+        sees = std::all_of(masks.begin(), masks.end(), [&](const AttnMask& m) { return m.keep[index(m, at)] != 0; });
+      }
+      blind = !sees;
+    }
+    if (!blind) return;
+    for (AttnMask& m : masks)
+      for (size_t f = 0; f < m.keep.size(); f += static_cast<size_t>(lk)) m.keep[f] = 1;
+  }
+  // The mask as a constant of dtype t (`kept` where a key is visible, else `hidden`), its leading 1s
+  // sometimes dropped ([Lq, Lk] rather than [1, 1, Lq, Lk]).
+  Value* maskConst(const AttnMask& m, DType t, double kept, double hidden) {
+    std::vector<int64_t> dims = m.dims;
+    if (c_.percent(40))
+      while (dims.size() > 1 && dims.front() == 1) dims.erase(dims.begin());
+    Tensor v(t, Shape(dims));
+    for (size_t f = 0; f < m.keep.size(); ++f) v.setDouble(static_cast<int64_t>(f), m.keep[f] ? kept : hidden);
+    return b_.constant(v);
   }
   // A depthwise-separable block (1x1 expand, activation, depthwise with random window, maybe a pool,
   // 1x1 project, maybe a residual): 8+ channels, so the cpu's channels-last pass converts it.

@@ -20,6 +20,8 @@ enum class GroupKind {
                 // epilogue on its tiles (cpu: ir/lower_contraction.h); loop nests where that declines
   LibraryCall,  // anchored by a contraction the target's library runs, with the epilogue it applies
                 // itself (cuda: a cuBLASLt GEMM)
+  Attention,    // one attention pattern (ir/lower_attention.h) the target computes without writing its
+                // scores (cpu: flash-style, kir::Attention)
   HostBuiltin,  // one opaque op's host kernel
   InPlace,      // one Concat that runs no step: the plan places its inputs inside its output, so their
                 // producers write it (passes/fusion.cpp, rule 4)

@@ -538,6 +538,7 @@ std::string Kernel::str() const {
     os << "  store" << (s.perInner ? ".inner" : "") << " %" << s.slot << "[e" << s.index << "] = e" << s.value << "\n";
   }
   if (contraction) os << "  " << contraction->str() << "\n";
+  if (attention) os << "  " << attention->str() << "\n";
   os << "}\n";
   return os.str();
 }
@@ -558,6 +559,14 @@ std::string Contraction::str() const {
      << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "") << (aPacked ? " A-packed" : "")
      << (rowTilesOuter ? " row-tiles-outer" : "") << (columnBlocksOuter ? " column-blocks-outer" : "");
   if (imageWidth) os << " image-rows=" << imageWidth;
+  return os.str();
+}
+
+std::string Attention::str() const {
+  std::ostringstream os;
+  os << "attention batch=" << batch << " lq=" << lq << " lk=" << lk << " d=" << d << " dv=" << dv << " Q=%" << qSlot
+     << " Kt=%" << ktSlot << " V=%" << vSlot << " O=%" << oSlot << " dot=e" << dot << " tile=" << mr << "x" << nr
+     << " (" << lanes << " lanes) blocks q=" << qBlock << " k=" << kBlock << " tasks=" << numTasks();
   return os.str();
 }
 

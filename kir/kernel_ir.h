@@ -153,6 +153,31 @@ struct Contraction {
   std::string str() const;
 };
 
+// Scaled dot-product attention computed flash-style by a target (codegen/llvm/kernel_lowering.cpp,
+// emitAttention): for every (batch, query row) i
+//   s[j] = score(dot(i, j), batch, i, j)   dot = sum_p Q[b][i][p] * Kt[b][p][j]
+//   O[b][i][:] = sum_j softmax(s)[j] * V[b][j][:]
+// with the key axis in blocks of kBlock: each block's scores are computed into an L1 tile, folded
+// into a running max and sum (the online softmax of Milakov & Gimelshein), and its exponentials
+// multiplied into an accumulator of the query block's output rows, rescaled whenever the max
+// grows; the lq x lk score matrix is never written. The kernel's outer loop is the score domain
+// [batch..., lq, lk]; its one store's value is the score expression (scale, mask: the elementwise
+// ops the export wrote between the two MatMuls), whose load `dot` of the raw product is bound to
+// the tile's element and never read. The store's index and the loop carry no other meaning: the
+// interpreter does not run such a kernel (the graph's own nodes are its reference semantics).
+// Q [batch][lq][d], Kt [batch][d][lk], V [batch][lk][dv] and O [batch][lq][dv] are row-major and
+// dense; [begin, end) counts tasks, one per (batch, block of qBlock query rows).
+struct Attention {
+  int64_t batch = 1, lq = 1, lk = 1, d = 1, dv = 1;
+  int qSlot = -1, ktSlot = -1, vSlot = -1, oSlot = -1;
+  ExprId dot = kNoExpr;  // a Load in the score expression
+  int lanes = 16;        // f32 lanes of the register tile's vectors
+  int64_t mr = 14, nr = 32, qBlock = 14, kBlock = 128;
+  int64_t qBlocks() const { return (lq + qBlock - 1) / qBlock; }
+  int64_t numTasks() const { return batch * qBlocks(); }
+  std::string str() const;
+};
+
 // What a CPU target tells lowering about itself to shape its contractions: the register tile comes
 // from the vector width and register count, the cache blocks from the cache sizes.
 struct TileTarget {
@@ -174,6 +199,7 @@ struct Kernel {
   Loop inner;
   std::vector<Store> stores;
   std::optional<Contraction> contraction;  // set: a target's GEMM computes it (see above)
+  std::optional<Attention> attention;      // set: a target's attention kernel computes it (see above)
 
   const ExprNode& expr(ExprId id) const { return exprs[id]; }
   std::string str() const;  // readable dump for --emit=kernel-ir and golden tests

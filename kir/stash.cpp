@@ -28,7 +28,7 @@ class Stasher {
   explicit Stasher(Kernel& k) : k_(k) {}
 
   bool run() {
-    if (k_.contraction || k_.inner.extents.empty()) return false;
+    if (k_.contraction || k_.attention || k_.inner.extents.empty()) return false;
     const Store* store = nullptr;
     for (const Store& s : k_.stores) {
       if (!s.perInner) continue;

@@ -23,7 +23,8 @@ class StencilRowBlocker {
 
   int64_t run() {
     const size_t rank = k_.outer.extents.size();
-    if (k_.contraction || !k_.reductions.empty() || !k_.inner.extents.empty() || rank < 2 || k_.stores.empty())
+    if (k_.contraction || k_.attention || !k_.reductions.empty() || !k_.inner.extents.empty() || rank < 2 ||
+        k_.stores.empty())
       return 1;
     if (k_.outer.extents.back() < kMinRowLength) return 1;
     std::set<int32_t> stored;

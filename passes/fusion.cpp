@@ -1,5 +1,8 @@
 // Fusion policy. Greedy, one forward walk over the nodes in topological order with union-find
 // groups (the anchors of this design: XLA's producer/consumer fusion, TVM's op patterns):
+//   0. Attention: each MatMul · scale/mask · Softmax · MatMul the target computes as one kernel
+//      (ContractionHooks::acceptsAttention; ir/lower_attention.h) is one group, before the walk; it
+//      takes no prologue and no epilogue.
 //   1. Epilogue: an elementwise node joins the group of the anchor (reduction, contraction, window)
 //      that computes one of its inputs, when that input has no other user, is not a graph output,
 //      has the node's output shape (so it is read at the anchor's own index), and the group has
@@ -56,6 +59,7 @@ class Partitioner {
     onlyDataMovement_.assign(nodes_.size(), true);
     folds_.assign(nodes_.size(), {false, false, false});
     inPlace_.assign(nodes_.size(), false);
+    attention_.assign(nodes_.size(), false);
     const ContractionHooks& hooks = options_.contractions;
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const Node& n = *nodes_[i];
@@ -67,11 +71,13 @@ class Partitioner {
         folds_[i][operand + 1] = hooks.foldsIntoOperand && hooks.foldsIntoOperand(n, operand);
     }
     if (options_.enabled) markConcatsInPlace();
+    if (options_.enabled && hooks.acceptsAttention) groupAttention();
   }
 
   std::vector<KernelGroup> run() {
     if (options_.enabled) {
       for (Node* n : nodes_) {
+        if (attention_[groupOf(n)]) continue;  // its operands are read from memory, its result written
         tryEpilogue(n);
         tryPrologues(n);
       }
@@ -108,6 +114,7 @@ class Partitioner {
     const Node* first = g.nodes.front();
     if (opFusionClass(first->op()) == FusionClass::Opaque) return GroupKind::HostBuiltin;  // alone in its group
     if (inPlace_[index_.at(first)]) return GroupKind::InPlace;                             // alone too
+    if (attention_[groupOf(first)]) return GroupKind::Attention;
     return isContraction(groupOf(first)) ? options_.contractions.kind : GroupKind::LoopKernel;
   }
 
@@ -192,6 +199,7 @@ class Partitioner {
     if (!p) return FusionDecision::no("input is not computed");
     const int g = groupOf(p);
     if (anchorOf_[g] < 0) return FusionDecision::no("producer group has no anchor");
+    if (attention_[g]) return FusionDecision::no("an attention kernel writes its result as it is");
     if (in->isGraphOutput()) return FusionDecision::no("'" + in->name() + "' has other users");
     if (in->shape() != n->output(0)->shape() && !reshapeOfContraction)
       return FusionDecision::no("broadcasts the anchor's result");
@@ -317,6 +325,25 @@ class Partitioner {
     }
   }
 
+  // Rule 0: each attention pattern the target computes as one kernel is one group, anchored by its
+  // first MatMul (so no other group inlines its nodes), before any other rule sees its nodes.
+  void groupAttention() {
+    for (Node* n : nodes_) {
+      std::optional<AttentionPattern> m = matchAttention(*n);
+      if (!m || !options_.contractions.acceptsAttention(*m)) continue;
+      const std::vector<Node*> members = m->nodes();
+      // (Patterns may chain: one's P.V could be the next one's Q.Kt. The first keeps its nodes.)
+      if (std::any_of(members.begin(), members.end(), [&](const Node* x) { return attention_[index_.at(x)]; }))
+        continue;
+      const int root = index_.at(m->scores);
+      for (const Node* x : members) {
+        attention_[index_.at(x)] = true;
+        merge(root, index_.at(x));
+      }
+      anchorOf_[root] = root;
+    }
+  }
+
   // Rule 4: which Concats run in place. Each input must be a distinct value computed by another
   // node (not a graph input, constant or output, nor another in-place Concat's result, whose bytes
   // are placed already), and its slice must start 64-byte aligned like every buffer of the plan.
@@ -353,6 +380,7 @@ class Partitioner {
   std::vector<int> epilogueJoined_;      // per root: how many nodes joined it as epilogue
   std::vector<bool> onlyDataMovement_;   // per root: the group is injective ops only
   std::vector<bool> inPlace_;            // per node: a Concat its inputs' producers write (rule 4)
+  std::vector<bool> attention_;          // per node (so per root): in an attention group (rule 0)
   // Per root: every node of the group folds into a contraction's operand -1, 0, 1 (index + 1).
   std::vector<std::array<bool, 3>> folds_;
 };

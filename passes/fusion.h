@@ -9,6 +9,7 @@
 
 #include "ir/graph.h"
 #include "ir/lower.h"
+#include "ir/lower_attention.h"
 
 namespace nnc::passes {
 
@@ -39,6 +40,9 @@ struct ContractionHooks {
   // When set, every epilogue node must pass it as well: `n` reads the group's result `in`, after
   // `joined` epilogue nodes have joined the group.
   std::function<FusionDecision(const Node& anchor, const Node& n, const Value* in, int joined)> acceptsEpilogue;
+  // Whether the target computes this attention pattern as one kernel (GroupKind::Attention, which
+  // takes no prologue and no epilogue). Empty: attention is its MatMuls and softmax, fused as usual.
+  std::function<bool(const AttentionPattern&)> acceptsAttention;
 };
 
 // A candidate the policy turned down: `consumer` did not take `value`'s producer into its group

@@ -70,6 +70,12 @@ class KernelLowering {
         return Status::error("kernel '" + k_.name + "': " + st.message());
       }
       emitContraction(*k_.contraction);
+    } else if (k_.attention) {
+      if (Status st = checkAttention(*k_.attention); !st) {
+        fn_->eraseFromParent();
+        return Status::error("kernel '" + k_.name + "': " + st.message());
+      }
+      emitAttention(*k_.attention);
     } else {
       pieces_ = kir::partitionInnermostLoop(k_);
       rowInterior_ = kir::rowInterior(k_);
@@ -750,12 +756,6 @@ class KernelLowering {
     const size_t batchRank = rank - 2;
 
     // Per-call scratch: the accumulator tile and, unless B is packed, one kc x nr panel of B.
-    auto alignedAlloca = [&](int64_t floats, const char* name) {
-      llvm::IRBuilder<> eb(entry_, entry_->begin());
-      llvm::AllocaInst* a = eb.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(floats)), nullptr, name);
-      a->setAlignment(llvm::Align(64));
-      return b_.CreateBitCast(a, f32->getPointerTo());
-    };
     // A transposed GEMM's tile is stored transposed by the microkernel (column j at j * lanes) when
     // its rows fit one vector, so the epilogue walks the output's contiguous axis in vectors.
     const bool transposedTile = c.transposed && c.mr <= c.lanes;
@@ -1534,6 +1534,287 @@ class KernelLowering {
           },
           "prefetch.row", noVectorLoop());
     }
+  }
+
+  // --- attention (kir::Attention): per task, a block of query rows against the keys block by block.
+
+  Status checkAttention(const kir::Attention& a) const {
+    const size_t rank = k_.outer.extents.size();
+    auto slotOk = [&](int slot, int64_t numel) {
+      return slot >= 0 && static_cast<size_t>(slot) < k_.params.size() && k_.params[slot].dtype == DType::F32 &&
+             k_.params[slot].numel == numel;
+    };
+    const bool ok = rank >= 2 && k_.outer.extents[rank - 2] == a.lq && k_.outer.extents[rank - 1] == a.lk &&
+                    k_.outer.size() == a.batch * a.lq * a.lk && a.lanes > 0 && a.nr % a.lanes == 0 && a.mr >= 1 &&
+                    a.mr <= 32 && a.qBlock % a.mr == 0 && a.kBlock % a.nr == 0 && a.d >= 1 && a.dv >= 1 &&
+                    k_.reductions.empty() && k_.stores.size() == 1 && k_.stores[0].slot == a.oSlot &&
+                    k_.expr(k_.stores[0].value).dtype == DType::F32 && validExpr(a.dot) &&
+                    k_.expr(a.dot).op == ExprOp::Load && k_.expr(a.dot).dtype == DType::F32 &&
+                    slotOk(a.qSlot, a.batch * a.lq * a.d) && slotOk(a.ktSlot, a.batch * a.d * a.lk) &&
+                    slotOk(a.vSlot, a.batch * a.lk * a.dv) && slotOk(a.oSlot, a.batch * a.lq * a.dv);
+    return ok ? Status::ok() : Status::error("inconsistent attention: " + a.str());
+  }
+
+  // A 64-byte aligned scratch array of `floats` f32 on the kernel's stack.
+  Value* alignedAlloca(int64_t floats, const char* name) {
+    llvm::Type* f32 = b_.getFloatTy();
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    llvm::AllocaInst* a = eb.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(floats)), nullptr, name);
+    a->setAlignment(llvm::Align(64));
+    return b_.CreateBitCast(a, f32->getPointerTo());
+  }
+
+  Value* loadF32(Value* base, Value* index) {
+    llvm::Type* f32 = b_.getFloatTy();
+    return b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, base, index), llvm::Align(4));
+  }
+  void storeF32(Value* v, Value* base, Value* index) {
+    b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(b_.getFloatTy(), base, index), llvm::Align(4));
+  }
+  Value* f32c(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+  // exp(x) for x <= 0 (or NaN), inline (kir's expOfNonPositive).
+  Value* expOfNonPositive(Value* x) {
+    kir::ExprNode n{ExprOp::Exp, DType::F32};
+    n.ival = kir::kExpOfNonPositive;
+    return ops_.unary(n, x, DType::F32, &error_);
+  }
+  // acc op= v in a vectorisable reduction loop: reassociated when the options allow.
+  Value* reassociable(Value* v) {
+    if (opts_.reassociateReductions) {
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      fmf.setAllowContract();
+      llvm::cast<llvm::Instruction>(v)->setFastMathFlags(fmf);
+    }
+    return v;
+  }
+
+  // For each task (batch b, query rows [i0, i0 + rows)):
+  //   m = -inf, l = 0, acc = 0 (rows x dv, on the stack)
+  //   for each block of keys [j0, j0 + cols):
+  //     S = Q[rows] . Kt[:, block]         register tiles (the contraction's microkernel), Kt read in place
+  //     per row: S = score(S) (the kernel's store value, masks and all), m' = max(m, max S),
+  //              P = exp(S - m'), l = l * exp(m - m') + sum P, acc *= exp(m - m')
+  //     acc += P . V[block]                register tiles again, accumulating
+  //   O[rows] = acc / l
+  // A row whose scores so far are all -inf (masked) takes P = 0 for them (exp(-inf - -inf) is NaN; the
+  // softmax of its later keys must not see it); one masked entirely ends as 0 / 0 = NaN, as the
+  // unfused softmax gives.
+  void emitAttention(const kir::Attention& a) {
+    const kir::Store& store = k_.stores[0];
+    const size_t rank = k_.outer.extents.size();
+    const ExprId iVar = k_.outer.vars[rank - 2], jVar = k_.outer.vars[rank - 1];
+    const int64_t dvPad = (a.dv + a.nr - 1) / a.nr * a.nr;
+    const int64_t vPanels = dvPad / a.nr;
+    const int64_t kBlocks = (a.lk + a.kBlock - 1) / a.kBlock;
+    const bool vEdge = a.dv % a.nr != 0;
+    std::vector<llvm::Function*> qk, pv;
+    for (int64_t rows = 1; rows <= a.mr; ++rows) {
+      const std::string r = std::to_string(rows);
+      qk.push_back(
+          emitMicrokernel(m_, k_.name + ".micro.qk" + r, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features));
+      pv.push_back(emitMicrokernel(m_, k_.name + ".micro.pv" + r, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu,
+                                   opts_.features));
+    }
+    Value* scores = alignedAlloca(a.qBlock * a.kBlock, "scores");
+    Value* acc = alignedAlloca(a.qBlock * dvPad, "acc");
+    Value* rowMax = alignedAlloca(a.qBlock, "rowmax");
+    Value* rowSum = alignedAlloca(a.qBlock, "rowsum");
+    Value* ktEdge = alignedAlloca(a.d * a.nr, "kt.edge");
+    Value* vEdgeBuf = vEdge ? alignedAlloca(a.kBlock * a.nr, "v.edge") : nullptr;
+    Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
+    Value* negInf = llvm::ConstantFP::getInfinity(b_.getFloatTy(), /*Negative=*/true);
+    llvm::Type* f32 = b_.getFloatTy();
+    Value* end = smin(fn_->getArg(2), i64(a.numTasks()));  // never past the last task
+    emitLoop(
+        fn_->getArg(1), end,
+        [&](Value* task) {
+          Value* batch = b_.CreateUDiv(task, i64(a.qBlocks()), "batch");
+          Value* i0 = b_.CreateMul(b_.CreateURem(task, i64(a.qBlocks())), i64(a.qBlock), "i0");
+          Value* rows = smin(i64(a.qBlock), b_.CreateSub(i64(a.lq), i0));
+          Value* rest = batch;
+          for (size_t d = rank - 2; d-- > 0;) {
+            bind(k_.outer.vars[d], b_.CreateURem(rest, i64(k_.outer.extents[d])));
+            rest = b_.CreateUDiv(rest, i64(k_.outer.extents[d]));
+          }
+          Value* q = b_.CreateInBoundsGEP(f32, bases_[a.qSlot],
+                                          b_.CreateMul(b_.CreateAdd(b_.CreateMul(batch, i64(a.lq)), i0), i64(a.d)));
+          Value* kt = b_.CreateInBoundsGEP(f32, bases_[a.ktSlot], b_.CreateMul(batch, i64(a.d * a.lk)));
+          Value* v = b_.CreateInBoundsGEP(f32, bases_[a.vSlot], b_.CreateMul(batch, i64(a.lk * a.dv)));
+          Value* o = b_.CreateInBoundsGEP(f32, bases_[a.oSlot],
+                                          b_.CreateMul(b_.CreateAdd(b_.CreateMul(batch, i64(a.lq)), i0), i64(a.dv)));
+          Value* tiles = b_.CreateUDiv(b_.CreateAdd(rows, i64(a.mr - 1)), i64(a.mr));
+          emitLoop(
+              i64(0), rows,
+              [&](Value* r) {
+                storeF32(negInf, rowMax, r);
+                storeF32(f32c(0), rowSum, r);
+              },
+              "init");
+          b_.CreateMemSet(acc, b_.getInt8(0), b_.CreateMul(rows, i64(dvPad * 4)), llvm::MaybeAlign(64));
+          emitLoop(
+              i64(0), i64(kBlocks),
+              [&](Value* kb) {
+                Value* j0 = b_.CreateMul(kb, i64(a.kBlock), "j0");
+                Value* cols = smin(i64(a.kBlock), b_.CreateSub(i64(a.lk), j0));
+                Value* panels = b_.CreateUDiv(b_.CreateAdd(cols, i64(a.nr - 1)), i64(a.nr));
+                // S = Q . Kt[:, j0 + panel]: whole panels read in place, the last one of the keys
+                // copied (zero-padded) so that the microkernel reads whole vectors.
+                emitLoop(
+                    i64(0), panels,
+                    [&](Value* panel) {
+                      Value* jp = b_.CreateAdd(j0, b_.CreateMul(panel, i64(a.nr)));
+                      Value* pcols = smin(i64(a.nr), b_.CreateSub(i64(a.lk), jp));
+                      Value* whole = b_.CreateICmpEQ(pcols, i64(a.nr));
+                      emitIf(b_.CreateNot(whole), [&] {
+                        emitLoop(
+                            i64(0), i64(a.d),
+                            [&](Value* p) {
+                              emitLoop(
+                                  i64(0), i64(a.nr),
+                                  [&](Value* c) {
+                                    Value* inside = b_.CreateICmpSLT(c, pcols);
+                                    Value* from = b_.CreateAdd(b_.CreateMul(p, i64(a.lk)),
+                                                               smin(b_.CreateAdd(jp, c), i64(a.lk - 1)));
+                                    storeF32(b_.CreateSelect(inside, loadF32(kt, from), f32c(0)), ktEdge,
+                                             b_.CreateAdd(b_.CreateMul(p, i64(a.nr)), c));
+                                  },
+                                  "kt.edge.c");
+                            },
+                            "kt.edge.p");
+                      });
+                      Value* bPanel = b_.CreateSelect(whole, b_.CreateInBoundsGEP(f32, kt, jp), ktEdge);
+                      Value* ldb = b_.CreateSelect(whole, i64(a.lk), i64(a.nr));
+                      emitLoop(
+                          i64(0), tiles,
+                          [&](Value* t) {
+                            Value* r0 = b_.CreateMul(t, i64(a.mr));
+                            Value* trows = smin(i64(a.mr), b_.CreateSub(rows, r0));
+                            Value* dst = b_.CreateInBoundsGEP(
+                                f32, scores,
+                                b_.CreateAdd(b_.CreateMul(r0, i64(a.kBlock)), b_.CreateMul(panel, i64(a.nr))));
+                            callByIndex(
+                                qk, trows,
+                                {b_.CreateInBoundsGEP(f32, q, b_.CreateMul(r0, i64(a.d))), bPanel, ldb, i64(a.d), dst,
+                                 i64(a.kBlock), b_.getFalse(), dst, i64(a.kBlock), noColumns, i64(0), bPanel});
+                          },
+                          "qk.tile");
+                    },
+                    "qk.panel");
+                // The online softmax, row by row.
+                emitLoop(
+                    i64(0), rows,
+                    [&](Value* r) {
+                      bind(iVar, b_.CreateAdd(i0, r));
+                      Value* row = b_.CreateInBoundsGEP(f32, scores, b_.CreateMul(r, i64(a.kBlock)));
+                      llvm::AllocaInst* mx = entryAlloca(f32, "att.max");
+                      llvm::AllocaInst* sawNaN = entryAlloca(b_.getInt1Ty(), "att.nan");
+                      b_.CreateStore(negInf, mx);
+                      b_.CreateStore(b_.getFalse(), sawNaN);
+                      emitLoop(
+                          i64(0), cols,
+                          [&](Value* c) {
+                            bind(jVar, b_.CreateAdd(j0, c));
+                            bind(a.dot, loadF32(row, c));
+                            Value* s = value(store.value);
+                            if (!s) return;
+                            storeF32(s, row, c);
+                            llvm::FastMathFlags fmf;
+                            fmf.setNoNaNs();
+                            fmf.setNoSignedZeros();
+                            Value* next = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, b_.CreateLoad(f32, mx), s);
+                            llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
+                            b_.CreateStore(next, mx);
+                            b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(s, s)),
+                                           sawNaN);
+                          },
+                          "score");
+                      Value* blockMax = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), sawNaN),
+                                                        llvm::ConstantFP::getNaN(f32), b_.CreateLoad(f32, mx));
+                      Value* oldMax = loadF32(rowMax, r);
+                      Value* newMax = ops_.floatMax(oldMax, blockMax);
+                      Value* shift = b_.CreateSelect(b_.CreateFCmpOEQ(newMax, negInf), f32c(0), newMax);
+                      Value* alpha = expOfNonPositive(b_.CreateFSub(oldMax, shift));
+                      llvm::AllocaInst* sum = entryAlloca(f32, "att.sum");
+                      b_.CreateStore(llvm::ConstantFP::getNegativeZero(f32), sum);
+                      emitLoop(
+                          i64(0), cols,
+                          [&](Value* c) {
+                            Value* p = expOfNonPositive(b_.CreateFSub(loadF32(row, c), shift));
+                            if (!p) return;
+                            storeF32(p, row, c);
+                            b_.CreateStore(reassociable(b_.CreateFAdd(b_.CreateLoad(f32, sum), p)), sum);
+                          },
+                          "exp");
+                      storeF32(b_.CreateFAdd(b_.CreateFMul(loadF32(rowSum, r), alpha), b_.CreateLoad(f32, sum)), rowSum,
+                               r);
+                      storeF32(newMax, rowMax, r);
+                      Value* accRow = b_.CreateInBoundsGEP(f32, acc, b_.CreateMul(r, i64(dvPad)));
+                      emitLoop(
+                          i64(0), i64(dvPad),
+                          [&](Value* c) { storeF32(b_.CreateFMul(loadF32(accRow, c), alpha), accRow, c); }, "rescale");
+                    },
+                    "softmax");
+                // acc += P . V[j0 .. j0 + cols): V's whole column panels in place, its last one copied.
+                if (vEdgeBuf) {
+                  const int64_t edge0 = (vPanels - 1) * a.nr;
+                  emitLoop(
+                      i64(0), cols,
+                      [&](Value* p) {
+                        emitLoop(
+                            i64(0), i64(a.nr),
+                            [&](Value* c) {
+                              Value* inside = b_.CreateICmpSLT(c, i64(a.dv - edge0));
+                              Value* from = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j0, p), i64(a.dv)),
+                                                         smin(b_.CreateAdd(c, i64(edge0)), i64(a.dv - 1)));
+                              storeF32(b_.CreateSelect(inside, loadF32(v, from), f32c(0)), vEdgeBuf,
+                                       b_.CreateAdd(b_.CreateMul(p, i64(a.nr)), c));
+                            },
+                            "v.edge.c");
+                      },
+                      "v.edge.p");
+                }
+                emitLoop(
+                    i64(0), i64(vPanels),
+                    [&](Value* panel) {
+                      Value* whole = vEdgeBuf ? b_.CreateICmpSLT(panel, i64(vPanels - 1)) : b_.getTrue();
+                      Value* bPanel = b_.CreateSelect(
+                          whole,
+                          b_.CreateInBoundsGEP(
+                              f32, v, b_.CreateAdd(b_.CreateMul(j0, i64(a.dv)), b_.CreateMul(panel, i64(a.nr)))),
+                          vEdgeBuf ? vEdgeBuf : llvm::ConstantPointerNull::get(f32->getPointerTo()));
+                      Value* ldb = b_.CreateSelect(whole, i64(a.dv), i64(a.nr));
+                      emitLoop(
+                          i64(0), tiles,
+                          [&](Value* t) {
+                            Value* r0 = b_.CreateMul(t, i64(a.mr));
+                            Value* trows = smin(i64(a.mr), b_.CreateSub(rows, r0));
+                            Value* tile = b_.CreateInBoundsGEP(
+                                f32, acc, b_.CreateAdd(b_.CreateMul(r0, i64(dvPad)), b_.CreateMul(panel, i64(a.nr))));
+                            callByIndex(
+                                pv, trows,
+                                {b_.CreateInBoundsGEP(f32, scores, b_.CreateMul(r0, i64(a.kBlock))), bPanel, ldb, cols,
+                                 tile, i64(dvPad), b_.getTrue(), tile, i64(dvPad), noColumns, i64(0), bPanel});
+                          },
+                          "pv.tile");
+                    },
+                    "pv.panel");
+              },
+              "keys");
+          // O = acc / l.
+          emitLoop(
+              i64(0), rows,
+              [&](Value* r) {
+                Value* inverse = b_.CreateFDiv(f32c(1), loadF32(rowSum, r));
+                Value* accRow = b_.CreateInBoundsGEP(f32, acc, b_.CreateMul(r, i64(dvPad)));
+                Value* out = b_.CreateInBoundsGEP(f32, o, b_.CreateMul(r, i64(a.dv)));
+                emitLoop(
+                    i64(0), i64(a.dv), [&](Value* c) { storeF32(b_.CreateFMul(loadF32(accRow, c), inverse), out, c); },
+                    "out");
+              },
+              "normalise");
+        },
+        "task");
   }
 
   // --- reductions

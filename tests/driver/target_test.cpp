@@ -41,6 +41,7 @@ const char* kindName(GroupKind kind) {
     case GroupKind::LoopKernel: return "loop";
     case GroupKind::Contraction: return "contraction";
     case GroupKind::LibraryCall: return "library";
+    case GroupKind::Attention: return "attention";
     case GroupKind::HostBuiltin: return "builtin";
     case GroupKind::InPlace: return "in place";
   }

@@ -1,0 +1,198 @@
+// Attention kernels: the pattern, and the kernel that computes it without writing its scores.
+#include "ir/lower_attention.h"
+
+#include <algorithm>
+
+#include "ir/op_registry.h"
+#include "kir/affine.h"
+
+namespace nnc {
+
+namespace {
+
+constexpr size_t kMaxChain = 8;
+
+// The one node reading v, when v is read exactly once and is no graph output; else nullptr.
+Node* onlyReader(const Value* v) {
+  if (!v || v->isGraphOutput() || v->users().size() != 1) return nullptr;
+  return v->users().front().node;
+}
+
+bool isF32(const Value* v) { return v && v->dtype() == DType::F32; }
+
+// The elementwise chain from a MatMul's result to `end` (S'), walking back through the input that
+// leads to the MatMul: *scores and *chain (in order) on success.
+bool walkBack(Value* end, const Shape& shape, size_t depth, Node** scores, std::vector<Node*>* chain) {
+  Node* p = end->producer();
+  if (!p || p->numOutputs() != 1 || !isF32(end) || end->shape() != shape) return false;
+  if (p->op() == OpKind::MatMul) {
+    *scores = p;
+    return true;
+  }
+  if (depth == kMaxChain || opFusionClass(p->op()) != FusionClass::Elementwise) return false;
+  for (Value* in : p->inputs()) {
+    if (!in || onlyReader(in) != p || !in->producer()) continue;
+    if (walkBack(in, shape, depth + 1, scores, chain)) {
+      chain->push_back(p);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool sameBatch(const Shape& a, const Shape& b) {
+  return a.rank() == b.rank() && std::equal(a.dims().begin(), a.dims().end() - 2, b.dims().begin());
+}
+
+}  // namespace
+
+std::vector<Node*> AttentionPattern::nodes() const {
+  std::vector<Node*> all = {scores};
+  all.insert(all.end(), chain.begin(), chain.end());
+  all.push_back(softmax);
+  all.push_back(weighted);
+  return all;
+}
+
+std::optional<AttentionPattern> matchAttention(const Node& softmax) {
+  if (softmax.op() != OpKind::Softmax || softmax.numInputs() != 1 || softmax.numOutputs() != 1) return std::nullopt;
+  Value* in = softmax.input(0);
+  const Value* probabilities = softmax.output(0);
+  if (!isF32(in) || !isF32(probabilities)) return std::nullopt;
+  const Shape& shape = in->shape();
+  const int rank = shape.rank();
+  if (rank < 2 || normalizeAxis(softmax.attrs().getInt("axis"), rank) != std::optional<int>(rank - 1))
+    return std::nullopt;
+  AttentionPattern m;
+  m.softmax = const_cast<Node*>(&softmax);
+  m.weighted = onlyReader(probabilities);
+  if (!m.weighted || m.weighted->op() != OpKind::MatMul || m.weighted->input(0) != probabilities ||
+      m.weighted->input(1) == probabilities)
+    return std::nullopt;
+  if (in->isGraphOutput() || in->users().size() != 1) return std::nullopt;
+  if (!walkBack(in, shape, 0, &m.scores, &m.chain)) return std::nullopt;
+  const Value* q = m.scores->input(0);
+  const Value* kt = m.scores->input(1);
+  const Value* v = m.weighted->input(1);
+  const Value* o = m.weighted->output(0);
+  if (!isF32(q) || !isF32(kt) || !isF32(v) || !isF32(o) || q == kt) return std::nullopt;
+  const Shape &qs = q->shape(), &ks = kt->shape(), &vs = v->shape();
+  if (!sameBatch(qs, shape) || !sameBatch(ks, shape) || !sameBatch(vs, shape)) return std::nullopt;
+  const int64_t lq = shape[rank - 2], lk = shape[rank - 1], d = qs[rank - 1], dv = vs[rank - 1];
+  if (qs[rank - 2] != lq || ks[rank - 2] != d || ks[rank - 1] != lk || vs[rank - 2] != lk || d < 1 || dv < 1 ||
+      d > kMaxAttentionHeadDim || dv > kMaxAttentionHeadDim || shape.numel() == 0)
+    return std::nullopt;
+  return m;
+}
+
+Expected<LoweredKernel> lowerAttention(const KernelGroup& group, const std::string& kernelName,
+                                       const kir::TileTarget& target) {
+  const Node* softmax = nullptr;
+  for (const Node* n : group.nodes)
+    if (n->op() == OpKind::Softmax) softmax = n;
+  std::optional<AttentionPattern> m = softmax ? matchAttention(*softmax) : std::nullopt;
+  if (!m || m->nodes().size() != group.nodes.size())
+    return Status::error("internal: attention group '" + kernelName + "' is not one attention pattern");
+  Value* scores = m->scores->output(0);
+  Value* q = m->scores->input(0);
+  Value* kt = m->scores->input(1);
+  Value* v = m->weighted->input(1);
+  Value* o = m->weighted->output(0);
+  const Shape& shape = scores->shape();
+  const int rank = shape.rank();
+
+  // The score expression: the chain lowered as a pointwise kernel over the scores' shape (its masks
+  // broadcast, its constants folded), whose loads of S become the tile's dot products.
+  LoweredKernel lk;
+  int dotSlot = -1, outSlot = -1;
+  if (m->chain.empty()) {
+    kir::KernelBuilder kb(kernelName);
+    dotSlot = kb.addParam(scores->name(), DType::F32, shape.numel(), false);
+    outSlot = kb.addParam(o->name(), DType::F32, o->shape().numel(), true);
+    const std::vector<kir::ExprId> vars = kb.setOuter(shape.dims());
+    const kir::ExprId flat = kb.flatIndex(vars, shape);
+    kb.addStore(outSlot, flat, kb.load(dotSlot, flat), false);
+    lk.kernel = kb.finish();
+    lk.params = {scores, o};
+  } else {
+    KernelGroup chain;
+    chain.nodes = m->chain;
+    computeGroupBoundary(chain);
+    NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(chain, kernelName));
+    if (kernels.size() != 1 || chain.outputs.size() != 1)
+      return Status::error("internal: attention scores of '" + kernelName + "' are not one kernel");
+    lk = std::move(kernels.front());
+    for (size_t slot = 0; slot < lk.params.size(); ++slot) {
+      if (lk.params[slot] == scores) dotSlot = static_cast<int>(slot);
+      if (lk.params[slot] == chain.outputs.front()) outSlot = static_cast<int>(slot);
+    }
+  }
+  kir::Kernel& kernel = lk.kernel;
+  if (dotSlot < 0 || outSlot < 0 || kernel.stores.size() != 1 || kernel.stores[0].slot != outSlot ||
+      kernel.stores[0].perInner || !kernel.reductions.empty() || kernel.outer.extents != shape.dims())
+    return Status::error("internal: attention scores of '" + kernelName + "' are not a pointwise kernel");
+
+  // Every load of S reads it at the score's own position (the chain is elementwise at S's shape), so
+  // they are one hash-consed expression: that is the dot product.
+  kir::Attention a;
+  for (size_t e = 0; e < kernel.exprs.size(); ++e) {
+    const kir::ExprNode& n = kernel.exprs[e];
+    if (n.op != kir::ExprOp::Load || n.slot != dotSlot) continue;
+    // (A var of an extent-1 dim is always 0: its coefficient does not matter.)
+    std::optional<kir::AffineForm> index = kir::affineForm(kernel.exprs, n.a);
+    bool identity = index && index->constant == 0;
+    size_t terms = 0;
+    int64_t stride = 1;
+    for (int d = rank; d-- > 0 && identity;) {
+      const kir::ExprId var = kernel.outer.vars[static_cast<size_t>(d)];
+      terms += index->terms.count(var);
+      identity = shape[d] == 1 || index->coefficient(var) == stride;
+      stride *= shape[d];
+    }
+    identity = identity && terms == index->terms.size();
+    if (!identity || a.dot != kir::kNoExpr)
+      return Status::error("internal: attention scores of '" + kernelName + "' read S elsewhere than at the score");
+    a.dot = static_cast<kir::ExprId>(e);
+  }
+  if (a.dot == kir::kNoExpr)  // the scores do not depend on Q·Kᵀ (say S * 0): still a valid load to bind
+    return Status::error("internal: attention scores of '" + kernelName + "' do not read Q·Kᵀ");
+
+  // S's param becomes Q's, the scores' output O's; Kt and V are appended.
+  auto param = [](const Value* value, bool isOutput) {
+    return kir::Param{value->name(), DType::F32, value->shape().numel(), isOutput};
+  };
+  kernel.params[static_cast<size_t>(dotSlot)] = param(q, false);
+  lk.params[static_cast<size_t>(dotSlot)] = q;
+  kernel.params[static_cast<size_t>(outSlot)] = param(o, true);
+  lk.params[static_cast<size_t>(outSlot)] = o;
+  kernel.params.push_back(param(kt, false));
+  lk.params.push_back(kt);
+  kernel.params.push_back(param(v, false));
+  lk.params.push_back(v);
+
+  a.lq = shape[rank - 2];
+  a.lk = shape[rank - 1];
+  a.d = q->shape()[rank - 1];
+  a.dv = v->shape()[rank - 1];
+  a.batch = shape.numel() / (a.lq * a.lk);
+  a.qSlot = dotSlot;
+  a.oSlot = outSlot;
+  a.ktSlot = static_cast<int>(kernel.params.size()) - 2;
+  a.vSlot = static_cast<int>(kernel.params.size()) - 1;
+  // The GEMMs' register tile: two vectors of columns (keys for Q·Kᵀ, output columns for P·V) by as
+  // many rows as the registers hold, like a contraction's (ir/lower_contraction.cpp).
+  a.lanes = target.lanes;
+  a.nr = 2 * static_cast<int64_t>(target.lanes);
+  a.mr = std::clamp<int64_t>((target.vectorRegisters - 3) / 2, 1, 14);
+  // Two row tiles per task re-read each K and V block for twice the rows; one where that leaves
+  // fewer than 8 tasks for the thread pool.
+  a.qBlock = 2 * a.mr;
+  if (a.batch * ((a.lq + a.qBlock - 1) / a.qBlock) < 8) a.qBlock = a.mr;
+  a.qBlock = std::min(a.qBlock, (a.lq + a.mr - 1) / a.mr * a.mr);
+  // A block of keys: its scores (qBlock x kBlock floats, 14 KiB) stay in L1 between the two GEMMs.
+  a.kBlock = std::min<int64_t>(128, (a.lk + a.nr - 1) / a.nr * a.nr);
+  kernel.attention = a;
+  return lk;
+}
+
+}  // namespace nnc
