@@ -262,12 +262,33 @@ def matmul_bias_relu(rng):
     return model, {"x": rng.standard_normal((n, n), dtype=np.float32)}, {"W": w, "b": b}
 
 
+def attention(rng):
+    """Self-attention over 1,024 tokens as BERT exports it (Q = K = V = x: the harness feeds one input):
+    softmax(x . xT / sqrt(64) + padding mask) . x, 12 heads of 64."""
+    heads, seq, d = 12, 1024, 64
+    mask = np.where(rng.random(seq) < 0.1, -10000.0, 0.0).astype(np.float32).reshape(1, 1, 1, seq)
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["x", "kt"], ["s"]),
+        helper.make_node("Div", ["s", "k_root_d"], ["scaled"]),
+        helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "x"], ["y"]),
+    ]
+    shape = [1, heads, seq, d]
+    model = make_model("attention_12x1024", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                       [scalar("k_root_d", math.sqrt(d)), numpy_helper.from_array(mask, "mask")])
+    return model, {"x": rng.standard_normal(shape, dtype=np.float32)}, {"mask": mask}
+
+
 MICRO = {
     "gelu_chain_1M": (gelu_chain, "9-node tanh-GELU pointwise chain, 2^20 floats"),
     "softmax_1024x1024": (softmax, "Softmax(axis=-1) over [1024, 1024]"),
     "layernorm_4096x1024": (layernorm, "decomposed LayerNorm (9 nodes, opset 13) over [4096, 1024]"),
     "rmsnorm_4096x1024": (rmsnorm, "decomposed RMSNorm (7 nodes, as LLaMA-style modules export it) over [4096, 1024]"),
     "matmul_bias_relu_512": (matmul_bias_relu, "MatMul [512,512]x[512,512] + bias + ReLU"),
+    "attention_12x1024": (attention, "self-attention, 12 heads x 1024 tokens x 64, scale + padding mask"),
 }
 
 

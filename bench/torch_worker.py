@@ -48,6 +48,9 @@ def micro(name, params):
     if name == "rmsnorm_4096x1024":
         # The module's own ops (PyTorch 1.13 has no fused RMSNorm), one eager kernel each.
         return lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * p["weight"]
+    if name == "attention_12x1024":
+        # PyTorch 1.13 has no fused attention (scaled_dot_product_attention came in 2.0): its ops.
+        return lambda x: torch.softmax(torch.matmul(x, x.transpose(-1, -2)) / 8.0 + p["mask"], dim=-1).matmul(x)
     if name == "matmul_bias_relu_512":
         return lambda x: torch.relu(torch.matmul(x, p["W"]) + p["b"])
     raise SystemExit(f"torch_worker: unknown micro-graph '{name}'")

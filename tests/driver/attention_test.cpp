@@ -139,6 +139,31 @@ TEST(Attention, MaskedKeyBlocksAndRows) {
   EXPECT_TRUE(std::isnan(want->front().getDouble(5 * s.dv)));  // the oracle's own NaN row
 }
 
+// Without batch dims (rank 2) and with one (rank 3: heads merged into the batch, as older exporters
+// write it): the same kernel.
+TEST(Attention, RankTwoAndThree) {
+  std::mt19937 rng(5);
+  for (const Shape& batch : {Shape{}, Shape{6}}) {
+    Graph graph;
+    GraphBuilder b(graph);
+    auto dims = [&](int64_t rows, int64_t cols) {
+      std::vector<int64_t> d = batch.dims();
+      d.push_back(rows);
+      d.push_back(cols);
+      return Shape(d);
+    };
+    Value* q = b.input("q", DType::F32, dims(30, 24));
+    Value* kt = b.input("kt", DType::F32, dims(24, 100));
+    Value* v = b.input("v", DType::F32, dims(100, 40));
+    Value* s = b.op(OpKind::Mul, {b.op(OpKind::MatMul, {q, kt}), b.constant(Tensor::fromFloats({0.2f}, {}))});
+    b.output(b.op(OpKind::MatMul, {b.op(OpKind::Softmax, {s}), v}));
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    std::vector<Tensor> inputs;
+    for (const Value* in : graph.inputs()) inputs.push_back(randomTensor(DType::F32, in->shape(), rng));
+    expectMatches(graph, inputs, 1, "rank " + std::to_string(batch.rank() + 2));
+  }
+}
+
 // Below kMinAttentionKeys keys, or when an intermediate is read elsewhere, the nodes are fused as
 // usual (no attention kernel), and still match.
 TEST(Attention, DeclinedFormsFuseAsUsual) {
