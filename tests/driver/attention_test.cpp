@@ -109,28 +109,29 @@ TEST_P(AttentionForms, OneKernelMatchesReference) {
   expectMatches(g.graph, g.inputs, 1, c.name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, AttentionForms,
-                         ::testing::Values(
-                             // BERT's: (Q Kᵀ) / sqrt(d) + padding mask, one key block of whole panels.
-                             FormCase{"Bert", {128, 128, 64, 64}, Scale::Div, Mask::Add},
-                             // GPT-2's: Where(mask, -inf, scores); two key blocks, edge K and V panels, edge row tiles.
-                             FormCase{"WhereTwoKeyBlocks", {20, 150, 16, 24}, Scale::Div, Mask::WhereNegInf},
-                             FormCase{"BothMasksMulScale", {33, 300, 70, 3}, Scale::Mul, Mask::Both},
-                             FormCase{"NoScaleNoMask", {1, 64, 8, 40}, Scale::None, Mask::None},
-                             FormCase{"ExactBlocks", {28, 256, 32, 32}, Scale::Mul, Mask::Add}),
-                         [](const ::testing::TestParamInfo<FormCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Cpu, AttentionForms,
+    ::testing::Values(
+        // BERT's: (Q Kᵀ) / sqrt(d) + padding mask, one key block of whole panels.
+        FormCase{"Bert", {128, 128, 64, 64}, Scale::Div, Mask::Add},
+        // GPT-2's: Where(mask, -inf, scores); two key blocks (of 512), edge K and V panels, edge row tiles.
+        FormCase{"WhereTwoKeyBlocks", {20, 600, 16, 24}, Scale::Div, Mask::WhereNegInf},
+        FormCase{"BothMasksMulScale", {33, 300, 70, 3}, Scale::Mul, Mask::Both},
+        FormCase{"NoScaleNoMask", {1, 64, 8, 40}, Scale::None, Mask::None},
+        FormCase{"ExactBlocks", {28, 1024, 32, 32}, Scale::Mul, Mask::Add}),
+    [](const ::testing::TestParamInfo<FormCase>& info) { return std::string(info.param.name); });
 
 // Rows whose first key block is masked entirely (their max is -inf until the second block: its
 // exponentials must not be NaN), a causal row, and a row masked entirely (NaN in both).
 TEST(Attention, MaskedKeyBlocksAndRows) {
   std::mt19937 rng(11);
   AttentionGraph g;
-  const AttentionShape s{6, 150, 16, 16};
+  const AttentionShape s{6, 600, 16, 16};
   build(g, s, Scale::Div, Mask::WhereNegInf, rng);
   Tensor& masked = g.inputs.back();
   for (int64_t i = 0; i < s.lq; ++i)
     for (int64_t j = 0; j < s.lk; ++j) {
-      const bool m = i % 2 == 0 ? j < 130 : i == 5 ? true : j > i;  // rows 0, 2, 4 | row 5 | 1, 3 causal
+      const bool m = i % 2 == 0 ? j < 530 : i == 5 ? true : j > i;  // rows 0, 2, 4 | row 5 | 1, 3 causal
       masked.setDouble(i * s.lk + j, m ? 1 : 0);
     }
   expectMatches(g.graph, g.inputs, 1, "masked blocks");
