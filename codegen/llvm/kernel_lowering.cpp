@@ -1589,6 +1589,50 @@ class KernelLowering {
     return v;
   }
 
+  // A kLen x nr panel of a row-major B (rows `stride` floats apart) from column c0 on, `cols` of its
+  // columns present (1..nr): read in place when whole, else copied into `edge` zero-padded (so the
+  // microkernel reads whole vectors, never past B's rows). Its pointer and row stride.
+  std::pair<Value*, Value*> panelOrCopy(Value* b, Value* stride, Value* c0, Value* kLen, Value* cols, int64_t nr,
+                                        Value* edge) {
+    llvm::Type* f32 = b_.getFloatTy();
+    Value* whole = b_.CreateICmpEQ(cols, i64(nr));
+    emitIf(b_.CreateNot(whole), [&] {
+      emitLoop(
+          i64(0), kLen,
+          [&](Value* p) {
+            Value* row = b_.CreateAdd(b_.CreateMul(p, stride), c0);
+            emitLoop(
+                i64(0), i64(nr),
+                [&](Value* c) {
+                  Value* at = b_.CreateAdd(row, smin(c, b_.CreateSub(cols, i64(1))));
+                  storeF32(b_.CreateSelect(b_.CreateICmpSLT(c, cols), loadF32(b, at), f32c(0)), edge,
+                           b_.CreateAdd(b_.CreateMul(p, i64(nr)), c));
+                },
+                "edge.c");
+          },
+          "edge.p");
+    });
+    return {b_.CreateSelect(whole, b_.CreateInBoundsGEP(f32, b, c0), edge), b_.CreateSelect(whole, stride, i64(nr))};
+  }
+
+  // dst[i][:nr] (+)= A[i][:kLen] . panel for the `rows` rows of A (aStride floats apart), one register
+  // tile of up to mr rows at a time: micro[r - 1] computes r rows.
+  void rowTiles(const std::vector<llvm::Function*>& micro, int64_t mr, Value* rows, Value* aBase, int64_t aStride,
+                Value* panel, Value* ldb, Value* kLen, Value* dst, int64_t ldDst, bool accumulate) {
+    llvm::Type* f32 = b_.getFloatTy();
+    Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
+    emitLoop(
+        i64(0), b_.CreateUDiv(b_.CreateAdd(rows, i64(mr - 1)), i64(mr)),
+        [&](Value* t) {
+          Value* r0 = b_.CreateMul(t, i64(mr));
+          Value* tile = b_.CreateInBoundsGEP(f32, dst, b_.CreateMul(r0, i64(ldDst)));
+          callByIndex(micro, smin(i64(mr), b_.CreateSub(rows, r0)),
+                      {b_.CreateInBoundsGEP(f32, aBase, b_.CreateMul(r0, i64(aStride))), panel, ldb, kLen, tile,
+                       i64(ldDst), b_.getInt1(accumulate), tile, i64(ldDst), noColumns, i64(0), panel});
+        },
+        "tile");
+  }
+
   // For each task (batch b, query rows [i0, i0 + rows)):
   //   m = -inf, l = 0, acc = 0 (rows x dv, on the stack)
   //   for each block of keys [j0, j0 + cols):
@@ -1607,7 +1651,6 @@ class KernelLowering {
     const int64_t dvPad = (a.dv + a.nr - 1) / a.nr * a.nr;
     const int64_t vPanels = dvPad / a.nr;
     const int64_t kBlocks = (a.lk + a.kBlock - 1) / a.kBlock;
-    const bool vEdge = a.dv % a.nr != 0;
     std::vector<llvm::Function*> qk, pv;
     for (int64_t rows = 1; rows <= a.mr; ++rows) {
       const std::string r = std::to_string(rows);
@@ -1620,9 +1663,10 @@ class KernelLowering {
     Value* acc = alignedAlloca(a.qBlock * dvPad, "acc");
     Value* rowMax = alignedAlloca(a.qBlock, "rowmax");
     Value* rowSum = alignedAlloca(a.qBlock, "rowsum");
-    Value* ktEdge = alignedAlloca(a.d * a.nr, "kt.edge");
-    Value* vEdgeBuf = vEdge ? alignedAlloca(a.kBlock * a.nr, "v.edge") : nullptr;
-    Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
+    // Copies of the last partial panel of Kt's keys and of V's columns, where there is one.
+    Value* none = llvm::ConstantPointerNull::get(b_.getFloatTy()->getPointerTo());
+    Value* ktEdge = a.lk % a.nr != 0 ? alignedAlloca(a.d * a.nr, "kt.edge") : none;
+    Value* vEdge = a.dv % a.nr != 0 ? alignedAlloca(a.kBlock * a.nr, "v.edge") : none;
     Value* negInf = llvm::ConstantFP::getInfinity(b_.getFloatTy(), /*Negative=*/true);
     llvm::Type* f32 = b_.getFloatTy();
     Value* end = smin(fn_->getArg(2), i64(a.numTasks()));  // never past the last task
@@ -1643,7 +1687,6 @@ class KernelLowering {
           Value* v = b_.CreateInBoundsGEP(f32, bases_[a.vSlot], b_.CreateMul(batch, i64(a.lk * a.dv)));
           Value* o = b_.CreateInBoundsGEP(f32, bases_[a.oSlot],
                                           b_.CreateMul(b_.CreateAdd(b_.CreateMul(batch, i64(a.lq)), i0), i64(a.dv)));
-          Value* tiles = b_.CreateUDiv(b_.CreateAdd(rows, i64(a.mr - 1)), i64(a.mr));
           emitLoop(
               i64(0), rows,
               [&](Value* r) {
@@ -1658,47 +1701,16 @@ class KernelLowering {
                 Value* j0 = b_.CreateMul(kb, i64(a.kBlock), "j0");
                 Value* cols = smin(i64(a.kBlock), b_.CreateSub(i64(a.lk), j0));
                 Value* panels = b_.CreateUDiv(b_.CreateAdd(cols, i64(a.nr - 1)), i64(a.nr));
-                // S = Q . Kt[:, j0 + panel]: whole panels read in place, the last one of the keys
-                // copied (zero-padded) so that the microkernel reads whole vectors.
+                // S = Q . Kt[:, j0 .. j0 + cols): Kt's whole panels read in place, the keys' last
+                // partial one copied (zero-padded) so that the microkernel reads whole vectors.
                 emitLoop(
                     i64(0), panels,
                     [&](Value* panel) {
                       Value* jp = b_.CreateAdd(j0, b_.CreateMul(panel, i64(a.nr)));
                       Value* pcols = smin(i64(a.nr), b_.CreateSub(i64(a.lk), jp));
-                      Value* whole = b_.CreateICmpEQ(pcols, i64(a.nr));
-                      emitIf(b_.CreateNot(whole), [&] {
-                        emitLoop(
-                            i64(0), i64(a.d),
-                            [&](Value* p) {
-                              emitLoop(
-                                  i64(0), i64(a.nr),
-                                  [&](Value* c) {
-                                    Value* inside = b_.CreateICmpSLT(c, pcols);
-                                    Value* from = b_.CreateAdd(b_.CreateMul(p, i64(a.lk)),
-                                                               smin(b_.CreateAdd(jp, c), i64(a.lk - 1)));
-                                    storeF32(b_.CreateSelect(inside, loadF32(kt, from), f32c(0)), ktEdge,
-                                             b_.CreateAdd(b_.CreateMul(p, i64(a.nr)), c));
-                                  },
-                                  "kt.edge.c");
-                            },
-                            "kt.edge.p");
-                      });
-                      Value* bPanel = b_.CreateSelect(whole, b_.CreateInBoundsGEP(f32, kt, jp), ktEdge);
-                      Value* ldb = b_.CreateSelect(whole, i64(a.lk), i64(a.nr));
-                      emitLoop(
-                          i64(0), tiles,
-                          [&](Value* t) {
-                            Value* r0 = b_.CreateMul(t, i64(a.mr));
-                            Value* trows = smin(i64(a.mr), b_.CreateSub(rows, r0));
-                            Value* dst = b_.CreateInBoundsGEP(
-                                f32, scores,
-                                b_.CreateAdd(b_.CreateMul(r0, i64(a.kBlock)), b_.CreateMul(panel, i64(a.nr))));
-                            callByIndex(
-                                qk, trows,
-                                {b_.CreateInBoundsGEP(f32, q, b_.CreateMul(r0, i64(a.d))), bPanel, ldb, i64(a.d), dst,
-                                 i64(a.kBlock), b_.getFalse(), dst, i64(a.kBlock), noColumns, i64(0), bPanel});
-                          },
-                          "qk.tile");
+                      const auto [bPanel, ldb] = panelOrCopy(kt, i64(a.lk), jp, i64(a.d), pcols, a.nr, ktEdge);
+                      rowTiles(qk, a.mr, rows, q, a.d, bPanel, ldb, i64(a.d),
+                               b_.CreateInBoundsGEP(f32, scores, b_.CreateMul(panel, i64(a.nr))), a.kBlock, false);
                     },
                     "qk.panel");
                 // The online softmax, row by row.
@@ -1755,48 +1767,17 @@ class KernelLowering {
                           [&](Value* c) { storeF32(b_.CreateFMul(loadF32(accRow, c), alpha), accRow, c); }, "rescale");
                     },
                     "softmax");
-                // acc += P . V[j0 .. j0 + cols): V's whole column panels in place, its last one copied.
-                if (vEdgeBuf) {
-                  const int64_t edge0 = (vPanels - 1) * a.nr;
-                  emitLoop(
-                      i64(0), cols,
-                      [&](Value* p) {
-                        emitLoop(
-                            i64(0), i64(a.nr),
-                            [&](Value* c) {
-                              Value* inside = b_.CreateICmpSLT(c, i64(a.dv - edge0));
-                              Value* from = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j0, p), i64(a.dv)),
-                                                         smin(b_.CreateAdd(c, i64(edge0)), i64(a.dv - 1)));
-                              storeF32(b_.CreateSelect(inside, loadF32(v, from), f32c(0)), vEdgeBuf,
-                                       b_.CreateAdd(b_.CreateMul(p, i64(a.nr)), c));
-                            },
-                            "v.edge.c");
-                      },
-                      "v.edge.p");
-                }
+                // acc += P . V[j0 .. j0 + cols): V's whole column panels read in place, its last
+                // partial one copied.
                 emitLoop(
                     i64(0), i64(vPanels),
                     [&](Value* panel) {
-                      Value* whole = vEdgeBuf ? b_.CreateICmpSLT(panel, i64(vPanels - 1)) : b_.getTrue();
-                      Value* bPanel = b_.CreateSelect(
-                          whole,
-                          b_.CreateInBoundsGEP(
-                              f32, v, b_.CreateAdd(b_.CreateMul(j0, i64(a.dv)), b_.CreateMul(panel, i64(a.nr)))),
-                          vEdgeBuf ? vEdgeBuf : llvm::ConstantPointerNull::get(f32->getPointerTo()));
-                      Value* ldb = b_.CreateSelect(whole, i64(a.dv), i64(a.nr));
-                      emitLoop(
-                          i64(0), tiles,
-                          [&](Value* t) {
-                            Value* r0 = b_.CreateMul(t, i64(a.mr));
-                            Value* trows = smin(i64(a.mr), b_.CreateSub(rows, r0));
-                            Value* tile = b_.CreateInBoundsGEP(
-                                f32, acc, b_.CreateAdd(b_.CreateMul(r0, i64(dvPad)), b_.CreateMul(panel, i64(a.nr))));
-                            callByIndex(
-                                pv, trows,
-                                {b_.CreateInBoundsGEP(f32, scores, b_.CreateMul(r0, i64(a.kBlock))), bPanel, ldb, cols,
-                                 tile, i64(dvPad), b_.getTrue(), tile, i64(dvPad), noColumns, i64(0), bPanel});
-                          },
-                          "pv.tile");
+                      Value* c0 = b_.CreateMul(panel, i64(a.nr));
+                      Value* pcols = smin(i64(a.nr), b_.CreateSub(i64(a.dv), c0));
+                      Value* vBlock = b_.CreateInBoundsGEP(f32, v, b_.CreateMul(j0, i64(a.dv)));
+                      const auto [bPanel, ldb] = panelOrCopy(vBlock, i64(a.dv), c0, cols, pcols, a.nr, vEdge);
+                      rowTiles(pv, a.mr, rows, scores, a.kBlock, bPanel, ldb, cols, b_.CreateInBoundsGEP(f32, acc, c0),
+                               dvPad, true);
                     },
                     "pv.panel");
               },
