@@ -1652,12 +1652,17 @@ class KernelLowering {
     const int64_t vPanels = dvPad / a.nr;
     const int64_t kBlocks = (a.lk + a.kBlock - 1) / a.kBlock;
     std::vector<llvm::Function*> qk, pv;
-    for (int64_t rows = 1; rows <= a.mr; ++rows) {
+    // Only the row counts a tile can have (whole tiles, and the last query rows' remainder): each
+    // variant costs compile time.
+    qk.assign(static_cast<size_t>(a.mr), nullptr);
+    pv.assign(static_cast<size_t>(a.mr), nullptr);
+    for (const int64_t rows : {std::min(a.mr, a.lq), a.lq % a.mr}) {
+      if (rows == 0 || qk[static_cast<size_t>(rows - 1)]) continue;
       const std::string r = std::to_string(rows);
-      qk.push_back(
-          emitMicrokernel(m_, k_.name + ".micro.qk" + r, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features));
-      pv.push_back(emitMicrokernel(m_, k_.name + ".micro.pv" + r, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu,
-                                   opts_.features));
+      qk[static_cast<size_t>(rows - 1)] =
+          emitMicrokernel(m_, k_.name + ".micro.qk" + r, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features);
+      pv[static_cast<size_t>(rows - 1)] =
+          emitMicrokernel(m_, k_.name + ".micro.pv" + r, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu, opts_.features);
     }
     Value* scores = alignedAlloca(a.qBlock * a.kBlock, "scores");
     Value* acc = alignedAlloca(a.qBlock * dvPad, "acc");
