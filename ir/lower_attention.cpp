@@ -154,7 +154,9 @@ Expected<LoweredKernel> lowerAttention(const KernelGroup& group, const std::stri
       return Status::error("internal: attention scores of '" + kernelName + "' read S elsewhere than at the score");
     a.dot = static_cast<kir::ExprId>(e);
   }
-  if (a.dot == kir::kNoExpr)  // the scores do not depend on Q·Kᵀ (say S * 0): still a valid load to bind
+  // (A chain whose lowering folded its read of S away — a Where on a constant condition — does not
+  // reach here: the graph passes fold such a Where first, and the MatMul is then dead.)
+  if (a.dot == kir::kNoExpr)
     return Status::error("internal: attention scores of '" + kernelName + "' do not read Q·Kᵀ");
 
   // S's param becomes Q's, the scores' output O's; Kt and V are appended.
