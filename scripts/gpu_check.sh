@@ -21,8 +21,9 @@
 #        - compute-sanitizer memcheck and racecheck over the real-model suite, when present,
 #        - bench/gpu_bench.py: nnc eager/fused vs PyTorch eager and torch.compile on the real models,
 #      STAGES="conformance models" (stage names, or their part before '_') runs only those stages;
-#      and writes $OUT/gpu_report.md (device, driver, date, each stage's result and pass counts) plus
-#      the full logs and the passing lists (cuda_passing_O0.txt, cuda_passing_O2.txt).
+#      and writes $OUT/gpu_report.md (device, driver, date, each stage's result and pass counts), the
+#      passing lists (cuda_passing_O0.txt, cuda_passing_O2.txt), gpu_bench.{md,json} and every log in
+#      $OUT/logs.tar.xz (one archive: the device tool brings back only 8 files).
 #
 # The simplest route is this one: build here and carry the build outputs. Building on the GPU
 # machine itself also works where LLVM 19, protobuf and GoogleTest are installed: then
@@ -371,9 +372,20 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
   return 0
 }
 
+# The device tool brings back at most 8 files from $OUT (the first 8 by name): the logs go into one
+# archive so that the report, the passing lists and the speed table always come back.
+pack_logs() {
+  (cd "$OUT" && ls ./*.log ./*.xml >/dev/null 2>&1 && tar -cJf logs.tar.xz ./*.log ./*.xml && rm -f ./*.log ./*.xml)
+}
+
 case "${1:-}" in
   prepare) prepare "${2:-}" ;;
-  run) run ;;
+  run)
+    run
+    status=$?
+    pack_logs
+    exit $status
+    ;;
   *)
     echo "usage: scripts/gpu_check.sh prepare   (build machine)  |  OUT=DIR scripts/gpu_check.sh run   (GPU machine)" >&2
     exit 2
