@@ -326,7 +326,8 @@ class Partitioner {
   }
 
   // Rule 0: each attention pattern the target computes as one kernel is one group, anchored by its
-  // first MatMul (so no other group inlines its nodes), before any other rule sees its nodes.
+  // first MatMul (a Reduction-class node anchors itself; merging keeps the root's anchor), so no other
+  // group inlines its nodes, before any other rule sees them.
   void groupAttention() {
     for (Node* n : nodes_) {
       std::optional<AttentionPattern> m = matchAttention(*n);
@@ -340,7 +341,6 @@ class Partitioner {
         attention_[index_.at(x)] = true;
         merge(root, index_.at(x));
       }
-      anchorOf_[root] = root;
     }
   }
 

@@ -1578,16 +1578,6 @@ class KernelLowering {
     n.ival = kir::kExpOfNonPositive;
     return ops_.unary(n, x, DType::F32, &error_);
   }
-  // acc op= v in a vectorisable reduction loop: reassociated when the options allow.
-  Value* reassociable(Value* v) {
-    if (opts_.reassociateReductions) {
-      llvm::FastMathFlags fmf;
-      fmf.setAllowReassoc();
-      fmf.setAllowContract();
-      llvm::cast<llvm::Instruction>(v)->setFastMathFlags(fmf);
-    }
-    return v;
-  }
 
   // A kLen x nr panel of a row-major B (rows `stride` floats apart) from column c0 on, `cols` of its
   // columns present (1..nr): read in place when whole, else copied into `edge` zero-padded (so the
@@ -1736,18 +1726,10 @@ class KernelLowering {
                             Value* s = value(store.value);
                             if (!s) return;
                             storeF32(s, row, c);
-                            llvm::FastMathFlags fmf;
-                            fmf.setNoNaNs();
-                            fmf.setNoSignedZeros();
-                            Value* next = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, b_.CreateLoad(f32, mx), s);
-                            llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
-                            b_.CreateStore(next, mx);
-                            b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(s, s)),
-                                           sawNaN);
+                            foldSplitNaN(ReduceOp::Max, mx, sawNaN, s);
                           },
                           "score");
-                      Value* blockMax = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), sawNaN),
-                                                        llvm::ConstantFP::getNaN(f32), b_.CreateLoad(f32, mx));
+                      Value* blockMax = splitNaNResult(mx, sawNaN, "att.blockmax");
                       Value* oldMax = loadF32(rowMax, r);
                       Value* newMax = ops_.floatMax(oldMax, blockMax);
                       Value* shift = b_.CreateSelect(b_.CreateFCmpOEQ(newMax, negInf), f32c(0), newMax);
@@ -1760,7 +1742,7 @@ class KernelLowering {
                             Value* p = expOfNonPositive(b_.CreateFSub(loadF32(row, c), shift));
                             if (!p) return;
                             storeF32(p, row, c);
-                            b_.CreateStore(reassociable(b_.CreateFAdd(b_.CreateLoad(f32, sum), p)), sum);
+                            b_.CreateStore(combine(ReduceOp::Sum, DType::F32, b_.CreateLoad(f32, sum), p), sum);
                           },
                           "exp");
                       storeF32(b_.CreateFAdd(b_.CreateFMul(loadF32(rowSum, r), alpha), b_.CreateLoad(f32, sum)), rowSum,
@@ -1830,6 +1812,26 @@ class KernelLowering {
                                   u ? llvm::APInt::getMaxValue(bits) : llvm::APInt::getSignedMaxValue(bits));
   }
 
+  // A float max/min propagates NaN, which LLVM's vectoriser does not see as a reduction. With
+  // reassociation allowed it is split into two it does see: maxnum/minnum over the values
+  // (NaN-ignoring, flagged nnan) into `acc`, and an OR of "is NaN" into `sawNaN`; splitNaNResult gives
+  // NaN when any was.
+  void foldSplitNaN(ReduceOp op, llvm::AllocaInst* acc, llvm::AllocaInst* sawNaN, Value* v) {
+    llvm::FastMathFlags fmf;
+    fmf.setNoNaNs();
+    fmf.setNoSignedZeros();
+    Value* next = b_.CreateBinaryIntrinsic(op == ReduceOp::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum,
+                                           b_.CreateLoad(v->getType(), acc), v);
+    llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
+    b_.CreateStore(next, acc);
+    b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(v, v)), sawNaN);
+  }
+  Value* splitNaNResult(llvm::AllocaInst* acc, llvm::AllocaInst* sawNaN, const std::string& name) {
+    llvm::Type* ty = acc->getAllocatedType();
+    return b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), sawNaN), llvm::ConstantFP::getNaN(ty), b_.CreateLoad(ty, acc),
+                           name);
+  }
+
   Value* combine(ReduceOp op, DType t, Value* acc, Value* v) {
     if (t == DType::Bool) {  // bool arithmetic saturates: sum/max = or, prod/min = and
       return (op == ReduceOp::Sum || op == ReduceOp::Max) ? b_.CreateOr(acc, v) : b_.CreateAnd(acc, v);
@@ -1870,9 +1872,7 @@ class KernelLowering {
     llvm::AllocaInst* bestIndex = isArg ? entryAlloca(b_.getInt64Ty(), name + ".idx") : nullptr;
     b_.CreateStore(identity(r.op, t), acc);
     if (isArg) b_.CreateStore(b_.getInt64(0), bestIndex);
-    // A float max/min propagates NaN, which LLVM's vectoriser does not see as a reduction. With
-    // reassociation allowed it is split into two it does see: maxnum/minnum over the values
-    // (NaN-ignoring, flagged nnan), and an OR of "is NaN"; a NaN anywhere gives NaN at the end.
+    // Float max/min split in two for the vectoriser (foldSplitNaN).
     const bool splitNaN = opts_.reassociateReductions && (r.op == ReduceOp::Max || r.op == ReduceOp::Min) &&
                           (t == DType::F32 || t == DType::F64);
     llvm::AllocaInst* sawNaN = splitNaN ? entryAlloca(b_.getInt1Ty(), name + ".nan") : nullptr;
@@ -1883,18 +1883,11 @@ class KernelLowering {
           Value* v = value(r.body);
           if (!v) return;
           if (r.stashSlot >= 0) emitStore(kir::Store{r.stashSlot, r.stashIndex, r.body, false});
-          Value* cur = b_.CreateLoad(ty, acc);
           if (splitNaN) {
-            llvm::FastMathFlags fmf;
-            fmf.setNoNaNs();
-            fmf.setNoSignedZeros();
-            Value* next = b_.CreateBinaryIntrinsic(
-                r.op == ReduceOp::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, cur, v);
-            llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
-            b_.CreateStore(next, acc);
-            b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), sawNaN), b_.CreateFCmpUNO(v, v)), sawNaN);
+            foldSplitNaN(r.op, acc, sawNaN, v);
             return;
           }
+          Value* cur = b_.CreateLoad(ty, acc);
           if (!isArg) {
             b_.CreateStore(combine(r.op, t, cur, v), acc);
             return;
@@ -1930,9 +1923,7 @@ class KernelLowering {
         },
         r.unroll);
     if (isArg) return b_.CreateLoad(b_.getInt64Ty(), bestIndex, name);
-    if (splitNaN)
-      return b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), sawNaN), llvm::ConstantFP::getNaN(ty),
-                             b_.CreateLoad(ty, acc), name);
+    if (splitNaN) return splitNaNResult(acc, sawNaN, name);
     return b_.CreateLoad(ty, acc, name);
   }
 
