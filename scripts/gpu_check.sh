@@ -375,7 +375,12 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
 # The device tool brings back at most 8 files from $OUT (the first 8 by name): the logs go into one
 # archive so that the report, the passing lists and the speed table always come back.
 pack_logs() {
-  (cd "$OUT" && ls ./*.log ./*.xml >/dev/null 2>&1 && tar -cJf logs.tar.xz ./*.log ./*.xml && rm -f ./*.log ./*.xml)
+  (
+    cd "$OUT" || exit
+    shopt -s nullglob
+    local files=(./*.log ./*.xml)
+    [ ${#files[@]} -gt 0 ] && tar -cJf logs.tar.xz "${files[@]}" && rm -f "${files[@]}"
+  )
 }
 
 case "${1:-}" in
