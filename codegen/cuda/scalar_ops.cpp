@@ -61,7 +61,8 @@ std::string floatLiteral(DType t, double v) {
 
 bool isFloatValue(DType t) { return t == DType::F32 || t == DType::F64; }
 
-// `fname` for double, `fname` + "f" for float.
+// The C math function `fname` (double) or `fname` + "f" (float). The CUDA emulator declares these
+// names itself (runtime/cuda/emulation.cuh), as it does fmod and pow below: a new one goes there too.
 std::string mathCall(const char* fname, DType t, const std::string& a) {
   return std::string(fname) + (t == DType::F32 ? "f" : "") + "(" + a + ")";
 }
