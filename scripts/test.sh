@@ -18,6 +18,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
 status=0
+# One kernel cache for every tier (NVRTC's output is keyed by source, options, architecture and NVRTC
+# version; an emulated module also by its compiler flags, so the sanitizer tiers compile their own):
+# the sanitizer tiers reuse what the Release tier compiled instead of running NVRTC again. Under
+# build/, so a fresh clone starts empty and every kernel is really compiled once.
+export NNC_CACHE_DIR=${NNC_CACHE_DIR:-$PWD/build/kernel-cache}
 
 scripts/setup.sh build || exit 1
 python3 tests/models/make_models.py build/models || { echo "test: real-model generation failed"; status=1; }
