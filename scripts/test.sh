@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test, three ways:
+# Sets up, builds and runs every test, four ways:
 #   1. build/       Release: unit tests, the ONNX conformance suites at -O0 and -O2 (ratcheted against
 #                   tests/conformance/passing_O*.txt), the real models, the examples, the random-graph
 #                   differential test against ONNX Runtime;
-#   2. build-asan/  Debug with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on): the
+#   2. build-asan/  Debug (asserts on; -O1, CMakeLists.txt) with ASan + UBSan (LeakSanitizer on): the
 #                   same whole suite again;
 #   3. build-tsan/  ThreadSanitizer: only nnc_cuda_tests is built; the CUDA emulator runs every kind of
 #                   generated kernel and the real models' kernels with a block's threads as OS threads
