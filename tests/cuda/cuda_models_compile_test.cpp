@@ -19,6 +19,7 @@
 #include "codegen/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/launch_dims.h"
 #include "tests/cuda/cuda_lowering_util.h"
+#include "tests/cuda/test_kernel_cache.h"
 
 namespace nnc::codegen::cuda {
 namespace {
@@ -122,6 +123,7 @@ std::string tryCompile(const std::vector<CaseKernels>& cases, const std::string&
   // Through the kernel cache, like every compile: its key is everything the output depends on
   // (source, options, architecture, NVRTC version), so a hit is a compile this NVRTC already did. The
   // sanitizer tiers of scripts/test.sh share the Release tier's cache; ptxas below runs every time.
+  nnc::testing::useTestKernelCache();
   auto compiled = compileCuda(src->code, unitName, NvrtcOptions{});
   if (!compiled.isOk()) return compiled.status().message().substr(0, 3000);
   if (compiled->cubin.empty()) return "empty cubin";

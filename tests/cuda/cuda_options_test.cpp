@@ -12,6 +12,7 @@
 #include "ir/builder.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/cuda_executor.h"
+#include "tests/cuda/test_kernel_cache.h"
 #include "tests/driver/driver_test_util.h"
 
 namespace nnc::testing {
@@ -31,7 +32,7 @@ std::unique_ptr<Graph> denseSoftmax() {
 }
 
 CompileOptions cuda() {
-  if (!std::getenv("NNC_CACHE_DIR")) setenv("NNC_CACHE_DIR", NNC_BINARY_DIR "/cuda-kernel-cache", 1);
+  useTestKernelCache();
   CompileOptions o;
   o.target = "cuda";
   return o;

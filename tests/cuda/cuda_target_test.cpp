@@ -24,6 +24,7 @@
 #include "runtime/model_handle.h"
 #include "runtime/plan.h"
 #include "tests/cuda/cuda_lowering_util.h"
+#include "tests/cuda/test_kernel_cache.h"
 #include "tests/driver/driver_test_util.h"
 #include "tests/passes/fusion_graphs.h"
 
@@ -31,15 +32,6 @@ namespace nnc::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Kernels compiled by these tests go to a cache in the build tree, not to ~/.cache.
-void useTestKernelCache() {
-  static const bool once = [] {
-    if (!std::getenv("NNC_CACHE_DIR")) setenv("NNC_CACHE_DIR", NNC_BINARY_DIR "/cuda-kernel-cache", 1);
-    return true;
-  }();
-  (void)once;
-}
 
 // Whether a CUDA device can run models here; *why says why not.
 bool haveGpu(std::string* why) { return rt::cuda::cudaDeviceAvailable(why); }
