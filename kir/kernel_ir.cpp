@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -338,14 +339,40 @@ ExprId KernelBuilder::flatIndex(std::span<const ExprId> index, const Shape& shap
   // a Reshape, or of a value read from memory, then costs no div/mod and stays affine).
   auto roundTrip = unflattened_.find({std::vector<ExprId>(index.begin(), index.end()), shape.dims()});
   if (roundTrip != unflattened_.end()) return roundTrip->second;
-  ExprId flat = i64(0);
-  int64_t stride = 1;
+  // Wrapping, as Shape::strides: past a zero dim (an empty tensor) strides are meaningless and may
+  // exceed int64; such an index is never evaluated.
+  std::vector<int64_t> strides(shape.rank());
+  uint64_t stride = 1;
   for (int d = shape.rank() - 1; d >= 0; --d) {
-    if (shape[d] != 1) flat = add(flat, mul(index[d], i64(stride)));
-    // Wrapping, as Shape::strides: past a zero dim (an empty tensor) strides are meaningless and may
-    // exceed int64; such an index is never evaluated.
-    stride = static_cast<int64_t>(static_cast<uint64_t>(stride) * static_cast<uint64_t>(shape[d]));
+    strides[d] = static_cast<int64_t>(stride);
+    stride *= static_cast<uint64_t>(shape[d]);
   }
+  // (term, stride) per non-unit dim, or per run of dims that one unflatten() made (a flat reduction
+  // variable over a pool's H x W): that run is its flat index times the stride of its last dim.
+  std::vector<std::pair<ExprId, int64_t>> terms;
+  for (int d = 0; d < shape.rank();) {
+    if (shape[d] == 1) {
+      ++d;
+      continue;
+    }
+    int runLength = 1;
+    ExprId term = index[d];
+    auto [first, last] = unflattenedRuns_.equal_range(index[d]);
+    for (auto it = first; it != last; ++it) {
+      const UnflattenedRun& run = it->second;
+      const auto length = static_cast<int>(run.dims.size());
+      if (d + length > shape.rank() || !std::equal(run.index.begin(), run.index.end(), index.begin() + d) ||
+          !std::equal(run.dims.begin(), run.dims.end(), shape.dims().begin() + d))
+        continue;
+      runLength = length;
+      term = run.flat;
+      break;
+    }
+    terms.emplace_back(term, strides[d + runLength - 1]);
+    d += runLength;
+  }
+  ExprId flat = i64(0);
+  for (auto it = terms.rbegin(); it != terms.rend(); ++it) flat = add(flat, mul(it->first, i64(it->second)));
   return flat;
 }
 
@@ -361,6 +388,12 @@ std::vector<ExprId> KernelBuilder::unflatten(ExprId flat, const Shape& shape) {
     index[d] = d == 0 ? q : binary(ExprOp::FloorMod, q, i64(shape[d]));
   }
   unflattened_.emplace(std::make_pair(index, shape.dims()), flat);
+  const auto firstNonUnit = std::find_if(shape.dims().begin(), shape.dims().end(), [](int64_t n) { return n != 1; });
+  if (std::count_if(firstNonUnit, shape.dims().end(), [](int64_t n) { return n != 1; }) >= 2) {
+    const auto at = firstNonUnit - shape.dims().begin();
+    unflattenedRuns_.emplace(index[at], UnflattenedRun{std::vector<ExprId>(index.begin() + at, index.end()),
+                                                       std::vector<int64_t>(firstNonUnit, shape.dims().end()), flat});
+  }
   return index;
 }
 
@@ -446,17 +479,28 @@ std::vector<ExprId> KernelBuilder::reductionVars(const std::vector<int64_t>& ext
   Loop loop;
   loop.extents = extents;
   for (size_t i = 0; i < extents.size(); ++i) loop.vars.push_back(newVar(extents[i]));
-  pendingLoops_.push_back(loop);
+  pendingLoops_.push_back({loop, loop.vars});
   return loop.vars;
 }
 
+std::vector<ExprId> KernelBuilder::flatReductionVars(const std::vector<int64_t>& extents) {
+  const int64_t points = saturatingProduct(extents);
+  // An empty loop keeps its dims (a zero dim would make unflatten() divide by a zero stride).
+  if (extents.size() < 2 || points == 0 || points == std::numeric_limits<int64_t>::max()) return reductionVars(extents);
+  const ExprId flat = newVar(points);
+  std::vector<ExprId> index = unflatten(flat, Shape(extents));
+  pendingLoops_.push_back({Loop{{points}, {flat}}, index});
+  return index;
+}
+
 ExprId KernelBuilder::reduce(ReduceOp op, const std::vector<ExprId>& vars, ExprId body, bool selectLastIndex) {
-  auto it = std::find_if(pendingLoops_.begin(), pendingLoops_.end(), [&](const Loop& l) { return l.vars == vars; });
+  auto it =
+      std::find_if(pendingLoops_.begin(), pendingLoops_.end(), [&](const PendingLoop& l) { return l.index == vars; });
   NNC_CHECK(it != pendingLoops_.end(), "reduce() over vars not made by reductionVars()");
   Reduction r;
   r.op = op;
   r.dtype = (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) ? DType::I64 : dtypeOf(body);
-  r.loop = *it;
+  r.loop = it->loop;
   r.body = body;
   r.selectLastIndex = selectLastIndex;
   pendingLoops_.erase(it);

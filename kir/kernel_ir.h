@@ -268,6 +268,12 @@ class KernelBuilder {
   bool hasOuter() const { return outerSet_; }
   // Fresh loop variables for a reduction that is then closed by reduce().
   std::vector<ExprId> reductionVars(const std::vector<int64_t>& extents);
+  // The same for dims that are adjacent in the value the reduction reads (a pool's H x W): one loop
+  // over their product, and the index returned is its variable unflattened, closed by reduce() like
+  // reductionVars'. flatIndex() folds such an index back into the variable, so a 13 x 13 window of a
+  // row-major value is one unit-stride loop of 169 that vectorises along the row. (Dims that are
+  // not adjacent would leave div/mod in every index: use reductionVars.)
+  std::vector<ExprId> flatReductionVars(const std::vector<int64_t>& extents);
   // Adds a reduction over the loop made by reductionVars(); returns its ReduceValue expression.
   ExprId reduce(ReduceOp op, const std::vector<ExprId>& vars, ExprId body, bool selectLastIndex = false);
   // Marks the reduction `reduced` (a reduce() result) as a window to unroll (Reduction::unroll) when
@@ -297,13 +303,27 @@ class KernelBuilder {
   Kernel kernel_;
   bool outerSet_ = false;
   int nextVar_ = 0;
-  std::vector<Loop> pendingLoops_;  // made by reductionVars(), not yet closed by reduce()
+  // Made by reductionVars() or flatReductionVars(), not yet closed by reduce(): the loop and the
+  // index reduce() is called with (its vars, or the flat var unflattened).
+  struct PendingLoop {
+    Loop loop;
+    std::vector<ExprId> index;
+  };
+  std::vector<PendingLoop> pendingLoops_;
   struct NodeHash {
     size_t operator()(const ExprNode& n) const;
   };
   std::unordered_map<ExprNode, ExprId, NodeHash> interned_;
   // unflatten() results: (index, shape dims) -> the flat index they came from.
   std::map<std::pair<std::vector<ExprId>, std::vector<int64_t>>, ExprId> unflattened_;
+  // The same results of at least two non-unit dims, by their first non-unit dim's index expression,
+  // for flatIndex() to find one as a run of adjacent dims within a larger index.
+  struct UnflattenedRun {
+    std::vector<ExprId> index;
+    std::vector<int64_t> dims;
+    ExprId flat;
+  };
+  std::multimap<ExprId, UnflattenedRun> unflattenedRuns_;
 };
 
 // A function from a multi-index (i64 exprs, one per dim of a value) to that value's element there.

@@ -1123,7 +1123,7 @@ std::function<std::vector<AnchorOutput>(LowerContext&)> lowerGlobalPool(PoolKind
     const Shape& x = ctx.inShape(0);
     std::vector<ExprId> out = kb.setOuter(ctx.outShape(0).dims());
     std::vector<int64_t> spatial = spatialDims(x);
-    std::vector<ExprId> rv = kb.reductionVars(spatial);
+    std::vector<ExprId> rv = kb.flatReductionVars(spatial);
     std::vector<ExprId> xi = {out[0], out[1]};
     xi.insert(xi.end(), rv.begin(), rv.end());
     ExprId v = ctx.inputs[0](xi);

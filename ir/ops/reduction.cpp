@@ -3,6 +3,7 @@
 // Each lowers to one kernel: outer loop = the points that own a result, ordered reductions, and
 // (for row ops) an inner loop writing the whole row. Semantics follow the newest ONNX opset; the
 // importer maps older opsets (attributes that became inputs, Softmax before 13) onto this form.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -129,6 +130,16 @@ std::vector<int64_t> extentsWhere(const Shape& shape, const std::vector<bool>& f
   for (int d = 0; d < shape.rank(); ++d)
     if (flags[d] == which) e.push_back(shape[d]);
   return e;
+}
+
+// Fresh reduction vars for the flagged dims of a value: one flat loop when those dims are adjacent
+// (KernelBuilder::flatReductionVars: a unit-stride loop over a row-major value's H x W).
+std::vector<ExprId> reductionVarsWhere(KernelBuilder& kb, const Shape& shape, const std::vector<bool>& flags) {
+  const auto first = std::find(flags.begin(), flags.end(), true);
+  const auto pastLast = std::find(first, flags.end(), false);
+  const bool adjacent = std::find(pastLast, flags.end(), true) == flags.end();
+  std::vector<int64_t> extents = extentsWhere(shape, flags, true);
+  return adjacent ? kb.flatReductionVars(extents) : kb.reductionVars(extents);
 }
 
 // A full multi-index from the vars of the unflagged dims (`rest`) and of the flagged dims (`flagged`).
@@ -277,7 +288,7 @@ std::vector<AnchorOutput> lowerReduce(LowerContext& ctx, ReduceKind kind) {
   std::vector<int64_t> redExtents = extentsWhere(in, ra.reduced, true);
   ExprId value = reduceValue(
       kb, kind, t, saturatingProduct(redExtents), [&](const std::vector<ExprId>& idx) { return ctx.inputs[0](idx); },
-      [&] { return kb.reductionVars(redExtents); },
+      [&] { return reductionVarsWhere(kb, in, ra.reduced); },
       [&](const std::vector<ExprId>& vars) { return mergeIndex(ra.reduced, outer, vars); });
   bool keep = ctx.attrs().getInt("keepdims") != 0;
   std::vector<ExprId> outIndex = keep ? pinnedIndex(kb, ra.reduced, outer) : outer;
@@ -418,9 +429,9 @@ Moments moments(LowerContext& ctx, const std::vector<bool>& flags, const std::ve
   KernelBuilder& kb = ctx.kb;
   std::vector<int64_t> extents = extentsWhere(ctx.inShape(0), flags, true);
   ExprId n = kb.constant(ct, static_cast<double>(saturatingProduct(extents)));
-  std::vector<ExprId> rv = kb.reductionVars(extents);
+  std::vector<ExprId> rv = reductionVarsWhere(kb, ctx.inShape(0), flags);
   ExprId mean = kb.div(kb.reduce(ReduceOp::Sum, rv, loadAs(ctx, 0, mergeIndex(flags, outer, rv), ct)), n);
-  rv = kb.reductionVars(extents);
+  rv = reductionVarsWhere(kb, ctx.inShape(0), flags);
   ExprId dev = kb.sub(loadAs(ctx, 0, mergeIndex(flags, outer, rv), ct), mean);
   ExprId variance = kb.div(kb.reduce(ReduceOp::Sum, rv, kb.mul(dev, dev)), n);
   return {mean, variance};
@@ -509,7 +520,7 @@ void defineRmsNormalization(OpRegistry& r) {
     std::vector<bool> flags = fromAxis(x.rank(), axis);
     std::vector<ExprId> outer = kb.setOuter(extentsWhere(x, flags, false));
     std::vector<int64_t> extents = extentsWhere(x, flags, true);
-    std::vector<ExprId> rv = kb.reductionVars(extents);
+    std::vector<ExprId> rv = reductionVarsWhere(kb, x, flags);
     const ExprId xr = loadAs(ctx, 0, mergeIndex(flags, outer, rv), ct);
     const ExprId meanSquare = kb.div(kb.reduce(ReduceOp::Sum, rv, kb.mul(xr, xr)),
                                      kb.constant(ct, static_cast<double>(saturatingProduct(extents))));
