@@ -810,12 +810,24 @@ class KernelLowering {
     // window, which stays in cache): 1 x 1 convs over 56 x 56 images, 3 MB; a transposed tile's
     // always lands in channel planes far apart.
     const bool prefetchTiles = c.transposed || (c.imageWidth == 0 && c.batch * c.m * c.n * 4 > l2Resident);
+    // Packed weights larger than L2 read by one or two row tiles and not hinted a block ahead: each
+    // panel streams from memory once at ~28 FMA-cycles per 128-byte row or less, faster than one
+    // core's L1 hints alone keep lines in flight; a second hint 8 KiB ahead into L2 adds as many
+    // (ResNet-18 at 64 x 64, whose last layers are 2 x 2 and 4 x 4 pixels against 2.4-9.4 MB of
+    // weights: 6.67 -> 6.32 ms at 1 thread, bench/NOTES.md). Not for weights that fit L2 (the
+    // batch-1 MLP's 1.6 MB layer stays there between runs: 0.050 -> 0.061 ms with the hint), nor
+    // where many row tiles reuse a panel (the hint only costs load slots there).
+    const int64_t farPrefetch = c.bLayout == BLayout::Packed && !prefetchNextBlock && c.mTiles() <= 2 &&
+                                        c.nPanels() * c.k * c.nr * 4 > opts_.l2Bytes
+                                    ? 8192
+                                    : 0;
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows) {
-      const MicrokernelShape shape =
+      MicrokernelShape shape =
           aInPlace
               ? MicrokernelShape{c.lanes, rows, c.nr, c.aRowStride, c.aColStride, false, 0, transposedTile, nextStride}
               : MicrokernelShape{c.lanes, rows, c.nr, 1, c.mr, false, 0, transposedTile, nextStride};
+      shape.farPrefetchBytes = farPrefetch;
       micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), shape, opts_.cpu, opts_.features));
     }
     if (c.aRowIndex != kir::kNoExpr) {
@@ -834,6 +846,7 @@ class KernelLowering {
       separable_.splitMask = splits;
       for (int64_t step : {1, 2}) {
         MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true, 0, transposedTile, nextStride};
+        shape.farPrefetchBytes = farPrefetch;
         const std::string name = k_.name + ".micro.inplace" + std::to_string(step);
         separable_.inPlace[step - 1] = emitMicrokernel(m_, name, shape, opts_.cpu, opts_.features);
         separable_.split[step - 1].assign(static_cast<size_t>(c.mr - 1), nullptr);

@@ -100,9 +100,16 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   for (int64_t line = 0; line < rowBytes; line += 64)
     b.CreateCall(prefetch, {b.CreateGEP(f32, ahead, b.getInt64(line / 4)), /*read*/ b.getInt32(0),
                             /*keep in all levels*/ b.getInt32(3), /*data*/ b.getInt32(1)});
+  if (s.farPrefetchBytes > 0) {
+    const int64_t farRows = (s.farPrefetchBytes + rowBytes - 1) / rowBytes;
+    llvm::Value* far = b.CreateGEP(f32, bRow, b.CreateMul(b.getInt64(farRows), ldb), "prefetch.far");
+    for (int64_t line = 0; line < rowBytes; line += 64)
+      b.CreateCall(prefetch, {b.CreateGEP(f32, far, b.getInt64(line / 4)), /*read*/ b.getInt32(0),
+                              /*L2*/ b.getInt32(2), /*data*/ b.getInt32(1)});
+  }
   if (s.nextStride > 0) {
     // (Not inbounds: `next` may lie past the weights; a prefetch never faults.)
-    llvm::Value* at = b.CreateGEP(b.getInt8Ty(), nextBlock, b.CreateMul(p, b.getInt64(s.nextStride)));
+    llvm::Value* at = b.CreateGEP(b.getInt8Ty(), nextBlock, b.CreateMul(p, b.getInt64(s.nextStride)), "prefetch.next");
     for (int64_t line = 0; line < std::min<int64_t>(2, (s.nextStride + 63) / 64); ++line)
       b.CreateCall(prefetch, {b.CreateGEP(b.getInt8Ty(), at, b.getInt64(line * 64)), /*read*/ b.getInt32(0),
                               /*L2*/ b.getInt32(2), /*data*/ b.getInt32(1)});

@@ -28,6 +28,10 @@ struct MicrokernelShape {
   // `next`: one or two cache lines per step at next + p * nextStride, so that a block streaming from
   // DRAM arrives while the current one, already in L2, is computed.
   int64_t nextStride = 0;
+  // Where nonzero, B's row is also hinted into L2 this many bytes ahead (besides the L1 hint 2 KiB
+  // ahead): for weights streaming from DRAM through few row tiles, more lines in flight than the L1
+  // hints alone keep.
+  int64_t farPrefetchBytes = 0;
 };
 
 // Emits an internal function

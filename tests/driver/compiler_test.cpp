@@ -299,7 +299,8 @@ TEST(CompileJit, RowKernelsPrefetchTheNextRowAfterTheirFirstPass) {
 
 // A GEMM whose packed weights outgrow L2 in one K block hints the next column block into L2 as it
 // computes (`prefetcht1`: locality 2), once several row tiles share each block; a single row tile
-// streams its weights once and hints nothing ahead. Either way the product is the float64 one.
+// streams its weights once and hints its own panel 8 KiB ahead into L2 instead. Either way the
+// product is the float64 one.
 TEST(CompileJit, LargeWeightsAreHintedABlockAheadWhenRowTilesShareThem) {
   constexpr int64_t k = 768, n = 3072;  // 9.4 MB of weights
   std::mt19937 rng(5);
@@ -312,8 +313,10 @@ TEST(CompileJit, LargeWeightsAreHintedABlockAheadWhenRowTilesShareThem) {
     ASSERT_TRUE(b.status().isOk()) << b.status().message();
     Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
     ASSERT_TRUE(model.isOk()) << model.status().message();
-    const bool hinted = (*model)->report().llvmIr.find("i32 0, i32 2, i32 1)") != std::string::npos;
-    EXPECT_EQ(hinted, m == 28) << "m = " << m;
+    const std::string& ir = (*model)->report().llvmIr;
+    EXPECT_NE(ir.find("i32 0, i32 2, i32 1)"), std::string::npos) << "m = " << m;  // an L2 hint
+    EXPECT_EQ(ir.find("prefetch.next") != std::string::npos, m == 28) << "m = " << m;
+    EXPECT_EQ(ir.find("prefetch.far") != std::string::npos, m == 4) << "m = " << m;
     const Tensor xs = randomTensor(DType::F32, Shape{m, k}, rng, -1, 1);
     Expected<std::vector<Tensor>> got = (*model)->run({xs});
     ASSERT_TRUE(got.isOk()) << got.status().message();
