@@ -364,10 +364,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool weightsTimesActivations = a->isConstant() && !b->isConstant() && gemm->k >= kMinTransposedWeightsK &&
                                        gemm->k <= kMaxTransposedWeightsK && pixelsPadPanels &&
                                        2 * gemm->m > roundUp(gemm->m, 2 * static_cast<int64_t>(target.lanes));
-  const bool transposed =
-      std::any_of(group.nodes.begin(), group.nodes.end(),
-                  [](const Node* n) { return n->op() == OpKind::Im2Col && n->attrs().getInt("patch_rows") == 0; }) ||
-      fewColumns || weightsTimesActivations;
+  const bool inPlacePatches = std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) {
+    return n->op() == OpKind::Im2Col && n->attrs().getInt("patch_rows") == 0;
+  });
+  const bool transposed = inPlacePatches || fewColumns || weightsTimesActivations;
   kir::Contraction c;
   c.transposed = transposed;
   c.batch = gemm->batch;
@@ -388,6 +388,18 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
   chooseTile(target, c);
+  // A conv's patches are read in place by whole row tiles whose pixels advance by one step and
+  // change output rows at most once (codegen's packSeparableA); any other tile is packed per task.
+  // Output rows narrower than the tile would make most tiles cross two rows or more: tiles of two
+  // rows (one row where two do not fit) are read in place instead. ResNet-18 at 64 x 64: the 4 x 4
+  // layers' 14-pixel tiles were all packed, 8-pixel ones are not (bench/NOTES.md).
+  if (inPlacePatches) {
+    const Shape& image = out->shape();  // [N, C, spatial...]: m is the product of the spatial dims
+    int64_t pixels = 1;
+    for (int d = 2; d < image.rank(); ++d) pixels *= image[d];
+    const int64_t width = image.rank() >= 3 && pixels == c.m ? image[image.rank() - 1] : 0;
+    if (width > 0 && width < c.mr) c.mr = 2 * width <= c.mr ? 2 * width : width;
+  }
   chooseBlocks(target, c);
   // A 1 x 1 conv on channels-last data ([1, H, W, C] read as [H * W, C]) in one column block takes
   // tasks of whole image rows, one row each: a row pipeline (driver/row_pipelines.h) then computes

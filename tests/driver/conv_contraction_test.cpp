@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <regex>
 
 #include "ir/builder.h"
 #include "tests/driver/driver_test_util.h"
@@ -28,8 +29,12 @@ struct ConvCase {
 };
 
 const ConvCase kConvCases[] = {
-    // 11-wide rows: 14-pixel tiles cross output rows (element-by-element packing), edge tiles.
-    {"RowsCrossTiles", 1, 8, 40, 13, 11, 3, 1, 1, {1, 1, 1, 1}, true, true},
+    // 11-wide rows, narrower than the 14-pixel tile: tiles of one output row (edge panels).
+    {"RowsNarrowerThanTiles", 1, 8, 40, 13, 11, 3, 1, 1, {1, 1, 1, 1}, true, true},
+    // 4-wide rows: tiles of two output rows, read in place in two runs (ResNet-18's 4 x 4 layers).
+    {"TwoRowsPerTile", 1, 64, 48, 4, 4, 3, 1, 1, {1, 1, 1, 1}, true, true},
+    // 17-wide rows: 14-pixel tiles cross an output row (two runs) or not; a partial tile (packed).
+    {"RowsCrossTiles", 1, 8, 40, 5, 17, 3, 1, 1, {1, 1, 1, 1}, true, true},
     // 14-wide rows: every tile one output row segment (contiguous copies); 33 channels: an edge panel.
     {"RowSegmentTilesBatch2", 2, 16, 33, 14, 14, 3, 1, 1, {1, 1, 1, 1}, true, true},
     {"Stride2", 1, 8, 16, 15, 15, 3, 2, 1, {1, 1, 1, 1}, true, true},
@@ -109,6 +114,13 @@ void runConv(const ConvCase& c, int optLevel) {
   EXPECT_NE(kernels.find("contraction batch="), std::string::npos) << "no packed contraction:\n" << kernels;
   if (optLevel >= 2) {
     EXPECT_EQ(kernels.find(" transposed ") != std::string::npos, c.transposedGemm) << kernels;
+    // A conv's patches read in place: output rows narrower than the widest tile make tiles of two
+    // rows, or of one, so that a tile changes rows at most once (and is read in place).
+    std::smatch tile;
+    if (c.transposedGemm && c.kernel > 1 && std::regex_search(kernels, tile, std::regex(" tile=([0-9]+)x"))) {
+      const int64_t mr = std::stoll(tile[1]);
+      EXPECT_TRUE(mr <= ow || mr == 2 * ow) << "tile of " << mr << " pixels for rows of " << ow << "\n" << kernels;
+    }
     EXPECT_EQ(kernels.find(" column-blocks-outer") != std::string::npos, c.columnBlocksOuter) << kernels;
     // Column block by column block, a thread takes all the row blocks of a block of weights.
     const std::string& plan = (*model)->report().plan;
