@@ -274,6 +274,24 @@ TEST(CompileJit, WindowTapsAreUnrolledSoTheOutputLoopVectorises) {
   EXPECT_GE(vectorLoads, 49) << body;
 }
 
+// A conv's transposed tile (pixels x channels) is stored column by column, each column one masked
+// vector along the output's pixels: never as scatters over the channel planes (LLVM vectorised
+// the loop over columns once the 14 rows of a whole tile were unrolled: 28 x 28 pixels make only
+// whole tiles) nor row by row in scalars.
+TEST(CompileJit, TransposedTileEpilogueStoresMaskedVectorsAlongPixels) {
+  auto g = parseOrDie(
+      "graph(%x: f32[1x3x56x56], %w: f32[32x3x7x7], %b: f32[32]) -> (%y: f32[1x32x28x28]) {\n"
+      "  %c = Conv(%x, %w, %b) {auto_pad=\"NOTSET\", pads=[3, 3, 3, 3], strides=[2, 2]} : f32[1x32x28x28]\n"
+      "  %y = Relu(%c) : f32[1x32x28x28]\n"
+      "}\n");
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& r = (*model)->report();
+  ASSERT_NE(r.kernelIr.find(" transposed "), std::string::npos) << r.kernelIr;
+  EXPECT_EQ(r.llvmIr.find("@llvm.masked.scatter"), std::string::npos) << r.llvmIr;
+  EXPECT_NE(r.llvmIr.find("@llvm.masked.store"), std::string::npos) << r.llvmIr;
+}
+
 // A row kernel asks for the next row's input after its first reduction (softmax: the max pass), so
 // that it arrives while the exp pass computes: a prefetch of %x at row + 1 in the kernel. A kernel
 // with one pass over its row has nothing to overlap and asks for nothing.
