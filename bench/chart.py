@@ -2,7 +2,8 @@
 """Speed relative to ONNX Runtime, as a PNG: one bar per workload and thread count.
 
 Reads the JSON files run_benchmarks.py wrote (one per thread count) and draws, per workload, ORT's
-median over nnc fused's (> 1: nnc is faster), at each thread count, with the geometric mean and the
+time over nnc fused's (> 1: nnc is faster; the ratio paired round by round where the file has it,
+else the medians'), at each thread count, with the geometric mean and the
 1.0 and 0.8 lines the issue's targets name. Runs on the default `python3` (the one with onnxruntime)
 with matplotlib installed (`pip install matplotlib`).
 
@@ -23,12 +24,16 @@ except ImportError:  # a clear message instead of a traceback
 
 
 def ratios(path):
-    """{workload: ORT median / nnc fused median}, threads, date, machine line."""
+    """{workload: ORT / nnc fused (paired round by round where recorded, else the medians' ratio)},
+    threads, date, machine line."""
     data = json.load(open(path))
     out = {}
     for w in data["workloads"]:
         m = w["measurements"]
-        if "nnc_fused" in m and "ort_all" in m and m["nnc_fused"].get("median_ms"):
+        paired = (w.get("paired") or {}).get("ort_all_over_nnc_fused")
+        if paired:  # round by round (run_benchmarks.py): less moved by the machine's changes of speed
+            out[w["name"]] = paired
+        elif "nnc_fused" in m and "ort_all" in m and m["nnc_fused"].get("median_ms"):
             out[w["name"]] = m["ort_all"]["median_ms"] / m["nnc_fused"]["median_ms"]
     machine = data["machine"]
     return out, data["threads"], data["timestamp"], f'{machine["cores"]} cores, {machine["cpu_model"]}'

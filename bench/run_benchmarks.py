@@ -420,11 +420,18 @@ def ort_session(workload, level, threads):
     return (lambda: sess.run_with_iobinding(binding)), bound, outputs
 
 
-def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
+def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5):
     """nnc eager and fused (an `nnc bench --serve` process, which times its own runs), ORT with all and
-    with no graph optimisations (in this process): warmed up, then five rounds, each running every
+    with no graph optimisations (in this process): warmed up, then `rounds` rounds, each running every
     contender in turn (the order reversed every other round), SWITCH_WARMUP_MS of untimed runs (at least
-    one) and iterations / 5 timed runs each, so a slowdown of the machine lands on all of them alike instead of on one's whole row."""
+    one) and iterations / rounds timed runs each, so a slowdown of the machine lands on all of them alike
+    instead of on one's whole row.
+
+    Besides each contender's statistics over all its runs, the ratios are also taken round by round
+    (`paired`: the median over rounds of one contender's round median over another's): a VM whose
+    speed changes by 1.5x from one ten-second stretch to the next (the Sapphire Rapids-class box,
+    2026-11-29) moves both sides of a round alike, where the medians of all runs can each land in a
+    different stretch."""
     cmd = [nnc, "bench", workload["onnx"], "--serve", f"--warmup={warmup}", f"--warmup-ms={WARMUP_MS}",
            f"--threads={threads}"]
     for input_name, (_, pb) in workload["inputs"].items():
@@ -448,6 +455,10 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
             if reference is None:
                 reference = outputs[0]
         samples = {"nnc_eager": [], "nnc_fused": [], "ort_all": [], "ort_none": []}
+        round_medians = {key: [] for key in samples}
+
+        def close_round(key, n):
+            round_medians[key].append(float(np.median(samples[key][-n:])))
 
         def nnc_round(n):
             proc.stdin.write(f"run {n} {SWITCH_WARMUP_MS}\n")
@@ -458,6 +469,8 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
             got = json.loads(reply)
             samples["nnc_eager"] += got["eager"]
             samples["nnc_fused"] += got["fused"]
+            close_round("nnc_eager", len(got["eager"]))
+            close_round("nnc_fused", len(got["fused"]))
 
         def ort_round(key, n):
             run = ort_runs[key][0]
@@ -469,9 +482,10 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
                 start = time.perf_counter()
                 run()
                 samples[key].append((time.perf_counter() - start) * 1e3)
+            close_round(key, n)
 
         contenders = [nnc_round, lambda n: ort_round("ort_all", n), lambda n: ort_round("ort_none", n)]
-        per_round = max(1, iterations // 5)
+        per_round = max(1, iterations // rounds)
         with Measurement(cores) as m:
             done, r = 0, 0
             while done < iterations:
@@ -492,6 +506,13 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores):
     for key, idx in (("nnc_eager", 0), ("nnc_fused", 1)):
         out[key].update(kernels=ready["kernels"][idx], bytes_moved=ready["bytes_moved"][idx])
     out["nnc_speedup_median"] = out["nnc_eager"]["median_ms"] / out["nnc_fused"]["median_ms"]
+
+    def paired(over, under):
+        return float(np.median([a / b for a, b in zip(round_medians[over], round_medians[under])]))
+
+    out["paired"] = {"rounds": len(round_medians["nnc_fused"]),
+                     "ort_all_over_nnc_fused": paired("ort_all", "nnc_fused"),
+                     "nnc_eager_over_nnc_fused": paired("nnc_eager", "nnc_fused")}
     out["nnc_command"] = " ".join(cmd)
     return out, reference
 
@@ -585,10 +606,12 @@ def markdown(result):
         f"Method: {result['threads']} threads for every runtime; {result['warmup']} warm-up run(s), and "
         f"{result.get('warmup_ms', 0)} ms of them at least, then "
         f"{result['iterations']} timed runs ({result['slow_iterations']} for ResNet-18 and MobileNetV2); "
-        "identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in five rounds, PyTorch "
-        "after them. Cells are median ms (p10–p90). nnc times exclude compilation. "
+        f"identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in {result.get('rounds', 5)} "
+        "rounds, PyTorch after them. Cells are median ms (p10–p90). nnc times exclude compilation. "
         "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
-        "than ORT with all graph optimisations.", "",
+        "than ORT with all graph optimisations; in parentheses, each ratio paired round by round (the median over "
+        "the rounds of the two contenders' round medians), which a change of the machine's speed between rounds "
+        "moves less.", "",
         f"| workload | nnc eager (-O0) | nnc fused (-O2) | fused vs eager | ORT (all opts) | ORT (no opts) "
         f"| PyTorch eager, {result['threads']} threads / 1 thread | ORT / nnc fused | kernels eager→fused "
         "| load1 at start |",
@@ -599,8 +622,13 @@ def markdown(result):
         e, f, oa, on, pt, pt1 = (ms.get(k) for k in ("nnc_eager", "nnc_fused", "ort_all", "ort_none", "torch",
                                                      "torch_1t"))
         ok = lambda m: m is not None and "median_ms" in m  # noqa: E731
+        pair = w.get("paired") or {}
         speed = f"{e['median_ms'] / f['median_ms']:.2f}x" if ok(e) and ok(f) else "n/a"
         vs_ort = f"{oa['median_ms'] / f['median_ms']:.2f}" if ok(oa) and ok(f) else "n/a"
+        if "nnc_eager_over_nnc_fused" in pair:
+            speed += f" ({pair['nnc_eager_over_nnc_fused']:.2f}x)"
+        if "ort_all_over_nnc_fused" in pair:
+            vs_ort += f" ({pair['ort_all_over_nnc_fused']:.2f})"
         kernels = f"{e['kernels']}→{f['kernels']}" if ok(e) and ok(f) else "n/a"
         loads = [m["load_before"][0] for m in ms.values() if isinstance(m, dict) and "load_before" in m]
         load = f"{min(loads):.2f}–{max(loads):.2f}" if loads else "n/a"
@@ -609,6 +637,9 @@ def markdown(result):
         lines.append(f"| {w['name']} | {cell(e)} | {cell(f)} | {speed} | {cell(oa)} | {cell(on)} | {torch_cell} "
                      f"| {vs_ort} | {kernels} | {load} |")
     lines.append("")
+    summary = geomeans(rows)
+    if summary:
+        lines += [summary, ""]
     for w in rows:
         lines.append(f"- `{w['name']}`: {w['description']}.")
         for key, m in w["measurements"].items():
@@ -643,6 +674,36 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def geomeans(rows):
+    """One line: the geometric means of ORT / nnc fused and of fused vs eager, and the lowest of each,
+    from the medians and from the paired ratios."""
+    def ratios(over, under, paired_key):
+        plain, paired = {}, {}
+        for w in rows:
+            m = w["measurements"]
+            a, b = m.get(over), m.get(under)
+            if a and b and "median_ms" in a and "median_ms" in b:
+                plain[w["name"]] = a["median_ms"] / b["median_ms"]
+                if paired_key in (w.get("paired") or {}):
+                    paired[w["name"]] = w["paired"][paired_key]
+        return plain, paired
+
+    def describe(label, values):
+        if not values:
+            return ""
+        g = math.exp(sum(math.log(v) for v in values.values()) / len(values))
+        low = min(values, key=values.get)
+        return f"{label} {g:.2f} (lowest {values[low]:.2f}, {low})"
+
+    parts = []
+    for title, (plain, paired) in (("ORT / nnc fused", ratios("ort_all", "nnc_fused", "ort_all_over_nnc_fused")),
+                                   ("fused vs eager", ratios("nnc_eager", "nnc_fused", "nnc_eager_over_nnc_fused"))):
+        got = [d for d in (describe("medians", plain), describe("paired", paired)) if d]
+        if got:
+            parts.append(f"{title}, geometric mean over {len(plain)} workloads: " + "; ".join(got))
+    return ("**" + ".** **".join(parts) + ".**") if parts else ""
+
+
 def fmt_load(load):
     return "/".join(f"{v:.2f}" for v in load)
 
@@ -659,6 +720,8 @@ def main():
     p.add_argument("--out", default=os.path.join(REPO, "bench", "results"), help="where <date>.json/.md go")
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5,
+                   help="interleaved rounds per workload (iterations / rounds timed runs per contender each)")
     p.add_argument("--slow-iterations", type=int, default=10, help="iterations for ResNet-18 and MobileNetV2")
     p.add_argument("--threads", type=int, default=cores)
     p.add_argument("--only", default="", help="comma-separated workload names")
@@ -680,7 +743,7 @@ def main():
                     "torch": torch_ver, "torch_blas": blas_library(), "numpy": np.__version__,
                     "python": platform.python_version()},
         "threads": args.threads, "iterations": args.iterations, "warmup": args.warmup, "warmup_ms": WARMUP_MS,
-        "slow_iterations": args.slow_iterations, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
+        "slow_iterations": args.slow_iterations, "rounds": args.rounds, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
         "load_start": load_average(), "workloads": [],
     }
     start = time.time()
@@ -689,7 +752,7 @@ def main():
         ms = {}
         print(f"[{time.time() - start:6.1f}s] {w['name']} ({iters} iterations, load {fmt_load(load_average())})",
               flush=True)
-        nnc, reference = run_interleaved(args.nnc, w, iters, args.warmup, args.threads, cores)
+        nnc, reference = run_interleaved(args.nnc, w, iters, args.warmup, args.threads, cores, args.rounds)
         if "error" in nnc:
             sys.exit(f"run_benchmarks: {w['name']}: nnc bench failed: {nnc['error']}\n  {nnc['command']}")
         for key in ("nnc_eager", "nnc_fused", "ort_all", "ort_none"):
@@ -703,7 +766,7 @@ def main():
         for key, m in ms.items():
             print(f"    {key:10s} {cell(m)}" + (f"  {m['error']}" if "error" in m else ""), flush=True)
         result["workloads"].append({"name": w["name"], "kind": w["kind"], "description": w["description"],
-                                    "iterations": iters, "measurements": ms,
+                                    "iterations": iters, "measurements": ms, "paired": nnc.get("paired"),
                                     "nnc_command": nnc.get("nnc_command") or nnc.get("command")})
     if not args.skip_degradation and (not only or "model_resnet18" in only):
         print(f"[{time.time() - start:6.1f}s] thread degradation (ResNet-18, --threads=2, yes hog)", flush=True)
