@@ -814,7 +814,7 @@ class KernelLowering {
     // panel streams from memory once at ~28 FMA-cycles per 128-byte row or less, faster than one
     // core's L1 hints alone keep lines in flight; a second hint 8 KiB ahead into L2 adds as many
     // (ResNet-18 at 64 x 64, whose last layers are 2 x 2 and 4 x 4 pixels against 2.4-9.4 MB of
-    // weights: 6.67 -> 6.32 ms at 1 thread, bench/NOTES.md). Not for weights that fit L2 (the
+    // weights: 5.22 -> 4.97 ms at 1 thread, 3.73 -> 3.18 at 2, bench/NOTES.md). Not for weights that fit L2 (the
     // batch-1 MLP's 1.6 MB layer stays there between runs: 0.050 -> 0.061 ms with the hint), nor
     // where many row tiles reuse a panel (the hint only costs load slots there).
     const int64_t farPrefetch = c.bLayout == BLayout::Packed && !prefetchNextBlock && c.mTiles() <= 2 &&
