@@ -163,11 +163,14 @@ class KernelLowering {
   llvm::MDNode* noVectorLoop() { return loopHints({{"llvm.loop.vectorize.enable", b_.getFalse()}}); }
 
   // Vectorise `width` wide with the remainder as one masked iteration (a short loop of unit-stride
-  // accesses and unknown trip count: a transposed tile's column of rows <= lanes).
+  // accesses and unknown trip count: a transposed tile's column of rows <= lanes). Not unrolled
+  // first: where the trip count is known (a whole tile's 14 rows) LLVM unrolled the loop into
+  // scalars instead, a sixth of ResNet's 7 x 7 stem.
   llvm::MDNode* maskedVectorLoop(int width) {
     return loopHints({{"llvm.loop.vectorize.enable", b_.getTrue()},
                       {"llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(width))},
-                      {"llvm.loop.vectorize.predicate.enable", b_.getTrue()}});
+                      {"llvm.loop.vectorize.predicate.enable", b_.getTrue()},
+                      {"llvm.loop.unroll.disable", b_.getTrue()}});
   }
 
   // Unroll fully (a window's few taps; LLVM's O2 pipeline would leave the loop and so not vectorise
@@ -1050,12 +1053,7 @@ class KernelLowering {
                           emitLoop(
                               i64(0), innerCount, [&](Value* y) { c.transposed ? point(y, x) : point(x, y); },
                               "epi.inner",
-                              // (Not unrolled first: a whole tile's 14 rows became 14 scalar
-                              // stores per column, a sixth of ResNet's 7 x 7 stem.)
-                              transposedTile ? loopHints({{"llvm.loop.vectorize.enable", b_.getTrue()},
-                                                          {"llvm.loop.vectorize.width", b_.getInt32(c.lanes)},
-                                                          {"llvm.loop.vectorize.predicate.enable", b_.getTrue()},
-                                                          {"llvm.loop.unroll.disable", b_.getTrue()}})
+                              transposedTile ? maskedVectorLoop(c.lanes)
                               : c.transposed ? nullptr
                                              : loopHints({{"llvm.loop.vectorize.enable", b_.getTrue()},
                                                           {"llvm.loop.vectorize.width", b_.getInt32(c.lanes)},
@@ -1064,7 +1062,7 @@ class KernelLowering {
                         // Never across the outer loop: LLVM vectorised it (as gathers from the tile
                         // and scatters over the output's rows or channel planes) after unrolling a
                         // whole tile's inner loop — a third of ResNet's 7 x 7 stem.
-                        "epi.outer", loopHints({{"llvm.loop.vectorize.enable", b_.getFalse()}}));
+                        "epi.outer", noVectorLoop());
                   };
                   // A whole as-is tile: the epilogue row by row in vectors of the tile's own width,
                   // unrolled, so that its loads of the tile are the microkernel's stores just made

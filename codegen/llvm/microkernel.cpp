@@ -97,15 +97,16 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
   const int64_t rowBytes = s.nr * 4, aheadRows = (kPrefetchBytesAhead + rowBytes - 1) / rowBytes;
   llvm::Value* ahead = b.CreateGEP(f32, bRow, b.CreateMul(b.getInt64(aheadRows), ldb));
   llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {b.getPtrTy()});
-  for (int64_t line = 0; line < rowBytes; line += 64)
-    b.CreateCall(prefetch, {b.CreateGEP(f32, ahead, b.getInt64(line / 4)), /*read*/ b.getInt32(0),
-                            /*keep in all levels*/ b.getInt32(3), /*data*/ b.getInt32(1)});
+  // One read hint per cache line of a B row at `row` (locality 3: all levels; 2: L2 and out).
+  auto hintRow = [&](llvm::Value* row, int locality) {
+    for (int64_t line = 0; line < rowBytes; line += 64)
+      b.CreateCall(prefetch, {b.CreateGEP(f32, row, b.getInt64(line / 4)), /*read*/ b.getInt32(0), b.getInt32(locality),
+                              /*data*/ b.getInt32(1)});
+  };
+  hintRow(ahead, 3);
   if (s.farPrefetchBytes > 0) {
     const int64_t farRows = (s.farPrefetchBytes + rowBytes - 1) / rowBytes;
-    llvm::Value* far = b.CreateGEP(f32, bRow, b.CreateMul(b.getInt64(farRows), ldb), "prefetch.far");
-    for (int64_t line = 0; line < rowBytes; line += 64)
-      b.CreateCall(prefetch, {b.CreateGEP(f32, far, b.getInt64(line / 4)), /*read*/ b.getInt32(0),
-                              /*L2*/ b.getInt32(2), /*data*/ b.getInt32(1)});
+    hintRow(b.CreateGEP(f32, bRow, b.CreateMul(b.getInt64(farRows), ldb), "prefetch.far"), 2);
   }
   if (s.nextStride > 0) {
     // (Not inbounds: `next` may lie past the weights; a prefetch never faults.)
