@@ -303,7 +303,7 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   timer.emplace(options, "[link]");
   std::vector<uint8_t> planBytes = rt::serializePlan(program.lowered.plan);
   NNC_RETURN_IF_ERROR(writeFile(dir + "/plan.bin", planBytes.data(), planBytes.size()));
-  const std::vector<uint8_t>& weights = program.lowered.weights;
+  const WeightsBlob& weights = program.lowered.weights;
   NNC_RETURN_IF_ERROR(writeFile(dir + "/weights.bin", weights.data(), weights.size()));
   std::ostringstream asmText;
   asmText << "  .section .rodata\n"

@@ -122,7 +122,7 @@ class CpuTarget final : public Target {
     const auto& code = static_cast<const CpuCode&>(*program.code);
     auto jit = std::make_unique<CpuJit>();
     NNC_ASSIGN_OR_RETURN(jit->kernels, code.module->jit());
-    auto weights = std::make_shared<std::vector<uint8_t>>(std::move(program.lowered.weights));
+    auto weights = std::make_shared<WeightsBlob>(std::move(program.lowered.weights));
     rt::SymbolTable symbols;
     for (const rt::Step& s : program.lowered.plan.steps) {
       if (s.kind != rt::StepKind::Kernel) continue;

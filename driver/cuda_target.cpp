@@ -161,7 +161,7 @@ class CudaTarget final : public Target {
   Expected<nnc_model*> createHandle(Program& program, std::unique_ptr<TargetCode>* keepAlive) const override {
     (void)keepAlive;
     const auto& code = static_cast<const CudaCode&>(*program.code);
-    auto weights = std::make_shared<std::vector<uint8_t>>(std::move(program.lowered.weights));
+    auto weights = std::make_shared<WeightsBlob>(std::move(program.lowered.weights));
     rt::cuda::ModuleImages images;
     images.cubin = code.cubin.data();
     images.cubinSize = code.cubin.size();

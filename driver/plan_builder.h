@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/aligned_vector.h"
 #include "ir/graph.h"
 #include "ir/lower.h"
 #include "kir/kernel_ir.h"
@@ -16,7 +17,7 @@ namespace nnc {
 
 struct LoweredProgram {
   rt::Plan plan;
-  std::vector<uint8_t> weights;
+  WeightsBlob weights;
   std::vector<kir::Kernel> kernels;
   std::vector<KernelGroup> groups;
   std::vector<size_t> stepGroup;        // per plan step: the group it computes (an index into groups)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/aligned_vector.h"
 #include "ir/dtype.h"
 #include "ir/shape.h"
 
@@ -57,7 +58,7 @@ class Tensor {
  private:
   DType dtype_ = DType::F32;
   Shape shape_;
-  std::shared_ptr<std::vector<std::byte>> buffer_;
+  std::shared_ptr<CacheAlignedVector<std::byte>> buffer_;  // cache-line aligned: kernels read it in place
 };
 
 // A double as int64: truncated toward zero, saturating at the range, NaN -> 0. For values from a

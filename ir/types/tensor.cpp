@@ -69,7 +69,7 @@ std::string formatFloat(float v) {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   auto n = shape_.checkedNumel();
   NNC_CHECK(n.has_value(), "Tensor built with invalid shape " + shape_.str());
-  buffer_ = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(*n) * dtypeSize(dtype));
+  buffer_ = std::make_shared<CacheAlignedVector<std::byte>>(static_cast<size_t>(*n) * dtypeSize(dtype));
 }
 
 Tensor Tensor::fromBytes(DType dtype, Shape shape, const void* bytes, size_t byteCount) {
@@ -99,7 +99,7 @@ Tensor Tensor::fromFloats(const std::vector<float>& values, Shape shape) {
 
 std::byte* Tensor::mutableData() {
   if (!buffer_) return nullptr;
-  if (buffer_.use_count() > 1) buffer_ = std::make_shared<std::vector<std::byte>>(*buffer_);
+  if (buffer_.use_count() > 1) buffer_ = std::make_shared<CacheAlignedVector<std::byte>>(*buffer_);
   return buffer_->data();
 }
 

@@ -171,5 +171,25 @@ TEST(Tensor, FromBytes) {
   EXPECT_FALSE(empty.isNull());
 }
 
+// Kernels read tensors and the weights blob in place with 64-byte vectors: their storage starts on a
+// cache line whatever its size (std::vector's own allocation is 16-byte aligned), and a blob of a huge
+// page or more on a huge page.
+TEST(Tensor, StorageStartsOnACacheLine) {
+  for (int64_t n : {1, 3, 5, 17, 100, 1000, 65537}) {
+    Tensor t(DType::F32, Shape{n});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % kCacheLineBytes, 0u) << n;
+    Tensor copy = t;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(copy.mutableData()) % kCacheLineBytes, 0u) << n;  // detached
+  }
+  for (size_t bytes : {size_t{1}, size_t{4095}, kHugePageBytes - 1, kHugePageBytes, 3 * kHugePageBytes + 5}) {
+    WeightsBlob blob(bytes, 1);
+    const size_t expected = bytes >= kHugePageBytes ? kHugePageBytes : kCacheLineBytes;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(blob.data()) % expected, 0u) << bytes;
+    blob.resize(bytes + 100);  // grown, as the plan builder appends weights
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(blob.data()) % kCacheLineBytes, 0u) << bytes;
+    EXPECT_EQ(blob[bytes - 1], 1);
+  }
+}
+
 }  // namespace
 }  // namespace nnc
