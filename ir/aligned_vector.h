@@ -16,9 +16,9 @@ inline constexpr std::size_t kCacheLineBytes = 64;
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
 // kHugePages: allocations of a huge page or more start on one and are advised for transparent huge
-// pages. For the in-process weights blob: on 4 KiB pages (physically scattered) ResNet-18 ran ~8%
-// slower in-process than the same model.so, whose weights are file pages; on huge pages, the same
-// (bench/NOTES.md, 2026-11-29).
+// pages. For the in-process weights blob: ResNet-18 in-process ran ~10% slower than the same
+// model.so with the blob 16-byte aligned, ~5% with it 64-byte aligned on 4 KiB pages, the same on huge
+// pages (bench/NOTES.md, eleventh session).
 template <class T, bool kHugePages = false>
 struct AlignedAllocator {
   using value_type = T;
