@@ -37,8 +37,8 @@ struct AlignedAllocator {
     return p;
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    ::operator delete (
-        p, std::align_val_t{alignment(n * sizeof(T))});  // unsized: clang < 19 lacks the sized form by default
+    // Unsized: clang before 19 declares the sized form only with -fsized-deallocation.
+    ::operator delete (p, std::align_val_t{alignment(n * sizeof(T))});
   }
   template <class U>
   bool operator==(const AlignedAllocator<U, kHugePages>&) const noexcept {
