@@ -20,7 +20,9 @@ namespace nnc {
 
 namespace {
 
-constexpr uint64_t kAlignment = 64;
+// Each weight in the blob and each buffer in the arena starts on a cache line, as the blob does
+// (WeightsBlob): kernels read them with 64-byte vectors.
+constexpr uint64_t kAlignment = kCacheLineBytes;
 
 uint64_t alignUp(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
 
