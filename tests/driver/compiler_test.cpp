@@ -292,6 +292,45 @@ TEST(CompileJit, TransposedTileEpilogueStoresMaskedVectorsAlongPixels) {
   EXPECT_NE(r.llvmIr.find("@llvm.masked.store"), std::string::npos) << r.llvmIr;
 }
 
+// A conv whose patches are read in place hints each tile's columns some way ahead of the FMAs
+// (`prefetch.a`), in tiles within one output row and tiles crossing two (20-pixel rows, 14-pixel
+// tiles); the product is the float64 convolution's.
+TEST(CompileJit, InPlacePatchesAreHintedAheadOfTheTile) {
+  constexpr int64_t cin = 16, cout = 32, h = 20, w = 20;
+  std::mt19937 rng(11);
+  const Tensor weights = randomTensor(DType::F32, Shape{cout, cin, 3, 3}, rng, -1, 1);
+  Graph g;
+  GraphBuilder b(g);
+  Value* x = b.input("x", DType::F32, Shape{1, cin, h, w});
+  Attributes attrs;
+  attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.output(b.op(OpKind::Conv, {x, b.constant(weights, "w")}, attrs));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& r = (*model)->report();
+  ASSERT_NE(r.kernelIr.find(" transposed "), std::string::npos) << r.kernelIr;
+  EXPECT_NE(r.llvmIr.find("prefetch.a"), std::string::npos) << r.llvmIr;
+  const Tensor xs = randomTensor(DType::F32, Shape{1, cin, h, w}, rng, -1, 1);
+  Expected<std::vector<Tensor>> got = model.value()->run({xs});
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  Tensor want(DType::F32, Shape{1, cout, h, w});
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t z = 0; z < w; ++z) {
+        double sum = 0;
+        for (int64_t c = 0; c < cin; ++c)
+          for (int64_t ky = 0; ky < 3; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = y + ky - 1, ix = z + kx - 1;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              sum += xs.getDouble((c * h + iy) * w + ix) * weights.getDouble(((o * cin + c) * 3 + ky) * 3 + kx);
+            }
+        want.setDouble((o * h + y) * w + z, sum);
+      }
+  expectNear(got->front(), want, 1e-4, 1e-4, "3 x 3 conv");
+}
+
 // A row kernel asks for the next row's input after its first reduction (softmax: the max pass), so
 // that it arrives while the exp pass computes: a prefetch of %x at row + 1 in the kernel. A kernel
 // with one pass over its row has nothing to overlap and asks for nothing.
