@@ -414,7 +414,7 @@ class KernelLowering {
 
   // Whether the innermost loop of the piece being emitted (`length` points) is vectorised here:
   // every store is one f32 element per point, unit-stride, of a value vectorizable computes, and
-  // some load strides. The vectors are as wide as the target's, or narrower for a short piece (a
+  // some load strides or the piece is short. The vectors are as wide as the target's, or narrower for a short piece (a
   // depthwise conv's 8-point rows), down to 4 lanes.
   bool stridedWindows(int64_t length) {
     vectorMemo_ = VectorMemo();
@@ -431,7 +431,11 @@ class KernelLowering {
           innerStride(st.index) != std::optional<int64_t>(1) || !vectorizable(st.value))
         return false;
     }
-    return vectorMemo_.strided;
+    // A unit-stride piece shorter than LLVM's vector loop (16 lanes x 4 interleaved) would run all
+    // in LLVM's epilogue, 8 lanes then scalar: a Pad's 56-point rows as 7 ymm copies, its 14-point
+    // rows point by point. Here: 3 vectors and one overlapping; 8 and 8 (ResNet-18 at 224, 1
+    // thread, 28.6 -> 27.9 ms; bench/NOTES.md).
+    return vectorMemo_.strided || length < kLlvmVectorLoopVectors * opts_.vectorLanes;
   }
 
   // [lo, hi): vectors of `lanes` points; the rest as one more vector ending at hi (it overlaps the
@@ -2054,6 +2058,7 @@ class KernelLowering {
   } separable_;
   // Strided windows (emitStridedWindows): per piece, what dependsOnInner and vectorizable found.
   static constexpr int64_t kMaxWindowStride = 4;
+  static constexpr int64_t kLlvmVectorLoopVectors = 4;  // LLVM's interleave count for such loops
   struct VectorMemo {
     std::unordered_map<ExprId, bool> depends, ok;
     std::unordered_map<ExprId, int64_t> loadStride;

@@ -147,12 +147,12 @@ TEST(LoopPartition, RandomAffineTestsHoldWhereFolded) {
 
 TEST(LoopPartition, RowsTooShortToVectoriseAreNotSplit) {
   kir::KernelBuilder kb("short");
-  const int in = kb.addParam("in", DType::F32, 6, false);
-  const int out = kb.addParam("out", DType::F32, 10, true);
-  std::vector<ExprId> v = kb.setOuter({10});
-  const ExprId x = kb.sub(v[0], kb.i64(2));  // a 6-point interior: no piece of 8
-  const ExprId inside = kb.logicalAnd(kb.le(kb.i64(0), x), kb.lt(x, kb.i64(6)));
-  kb.addStore(out, v[0], kb.select(inside, kb.load(in, kb.clamp(x, 0, 5)), kb.constant(DType::F32, 0)), false);
+  const int in = kb.addParam("in", DType::F32, 3, false);
+  const int out = kb.addParam("out", DType::F32, 7, true);
+  std::vector<ExprId> v = kb.setOuter({7});
+  const ExprId x = kb.sub(v[0], kb.i64(2));  // a 3-point interior: no piece of 4 (the narrowest vector)
+  const ExprId inside = kb.logicalAnd(kb.le(kb.i64(0), x), kb.lt(x, kb.i64(3)));
+  kb.addStore(out, v[0], kb.select(inside, kb.load(in, kb.clamp(x, 0, 2)), kb.constant(DType::F32, 0)), false);
   EXPECT_TRUE(kir::partitionInnermostLoop(kb.finish()).empty());
 }
 
