@@ -414,8 +414,8 @@ class KernelLowering {
 
   // Whether the innermost loop of the piece being emitted (`length` points) is vectorised here:
   // every store is one f32 element per point, unit-stride, of a value vectorizable computes, and
-  // some load strides or the piece is short. The vectors are as wide as the target's, or narrower for a short piece (a
-  // depthwise conv's 8-point rows), down to 4 lanes.
+  // some load strides or the piece is short. The vectors are as wide as the target's, or narrower
+  // for a short piece (a depthwise conv's 8-point rows), down to 4 lanes.
   bool stridedWindows(int64_t length) {
     vectorMemo_ = VectorMemo();
     if (facts_)
@@ -433,8 +433,8 @@ class KernelLowering {
     }
     // A unit-stride piece shorter than LLVM's vector loop (16 lanes x 4 interleaved) would run all
     // in LLVM's epilogue, 8 lanes then scalar: a Pad's 56-point rows as 7 ymm copies, its 14-point
-    // rows point by point. Here: 3 vectors and one overlapping; 8 and 8 (ResNet-18 at 224, 1
-    // thread, 28.6 -> 27.9 ms; bench/NOTES.md).
+    // rows as one and 6 scalars. Here a 56-point row is 3 vectors and one overlapping, a 14-point
+    // row two 8-lane vectors (ResNet-18 at 224, 1 thread, 28.6 -> 27.9 ms; bench/NOTES.md).
     return vectorMemo_.strided || length < kLlvmVectorLoopVectors * opts_.vectorLanes;
   }
 
