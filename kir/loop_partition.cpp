@@ -11,10 +11,6 @@ namespace nnc::kir {
 namespace {
 
 using Int = __int128;  // bounds of sums of int64 products: no overflow to guard
-// Rows shorter than this do not vectorise (the kernel lowering's narrowest vectors are 4 lanes):
-// splitting them only adds a loop per piece per row. At 8, a Pad's 7-point rows (ResNet's last
-// stage) stayed one loop of masked scalar loads: 512 x 7 x 7 -> 9 x 9 0.040 -> 0.032 ms at 4.
-constexpr int64_t kMinPieceToSplit = 4;
 
 Int floorDiv(Int a, Int b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 Int ceilDiv(Int a, Int b) { return -floorDiv(-a, b); }
@@ -153,7 +149,7 @@ std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPi
   if (!anyFact || merged.size() > maxPieces) return {};
   int64_t longest = 0;
   for (const LoopPiece& piece : merged) longest = std::max(longest, piece.end - piece.begin);
-  if (longest < kMinPieceToSplit) return {};
+  if (longest < kMinVectorPiece) return {};
   return merged;
 }
 

@@ -214,7 +214,7 @@ class KernelLowering {
       emitPoint();
     };
     auto piece = [&](Value* from, Value* to, int64_t length, const std::string& pieceName) {
-      if (stridedWindows(length)) {
+      if (vectorisedHere(length)) {
         emitStridedWindows(from, to, pieceName);
       } else {
         emitLoop(from, to, point, pieceName);
@@ -416,7 +416,7 @@ class KernelLowering {
   // every store is one f32 element per point, unit-stride, of a value vectorizable computes, and
   // some load strides or the piece is short. The vectors are as wide as the target's, or narrower
   // for a short piece (a depthwise conv's 8-point rows), down to 4 lanes.
-  bool stridedWindows(int64_t length) {
+  bool vectorisedHere(int64_t length) {
     vectorMemo_ = VectorMemo();
     if (facts_)
       for (const auto& [id, fact] : *facts_) {
@@ -424,8 +424,8 @@ class KernelLowering {
         if (n.op == ExprOp::Min || n.op == ExprOp::Max) vectorMemo_.foldedClamps[id] = fact ? n.a : n.b;
       }
     windowLanes_ = opts_.vectorLanes;
-    while (windowLanes_ > 4 && windowLanes_ > length) windowLanes_ /= 2;
-    if (windowLanes_ < 4 || windowLanes_ > length || k_.outer.extents.empty()) return false;
+    while (windowLanes_ > kir::kMinVectorPiece && windowLanes_ > length) windowLanes_ /= 2;
+    if (windowLanes_ < kir::kMinVectorPiece || windowLanes_ > length || k_.outer.extents.empty()) return false;
     for (const kir::Store& st : k_.stores) {
       if (st.perInner || k_.params[st.slot].dtype != DType::F32 || k_.expr(st.value).dtype != DType::F32 ||
           innerStride(st.index) != std::optional<int64_t>(1) || !vectorizable(st.value))

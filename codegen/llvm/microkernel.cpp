@@ -119,11 +119,20 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
                               /*L2*/ b.getInt32(2), /*data*/ b.getInt32(1)});
   }
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::fma, {vty});
-  llvm::Value* aCol =
-      s.indirectA
-          ? b.CreateInBoundsGEP(f32, a, b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, p), llvm::Align(8)))
-          : b.CreateInBoundsGEP(f32, a, b.CreateMul(p, b.getInt64(s.aColStride)));
-  llvm::Value* aColSecond = s.splitRow > 0 ? b.CreateInBoundsGEP(f32, aCol, aSecond) : nullptr;
+  // Column k of A, and row i of a column: rows from splitRow on continue at aSecond.
+  auto columnAt = [&](llvm::Value* k, const char* name) -> llvm::Value* {
+    return s.indirectA
+               ? b.CreateInBoundsGEP(
+                     f32, a, b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, k), llvm::Align(8)), name)
+               : b.CreateInBoundsGEP(f32, a, b.CreateMul(k, b.getInt64(s.aColStride)), name);
+  };
+  auto rowOf = [&](llvm::Value* column, int64_t i) {
+    return s.splitRow > 0 && i >= s.splitRow
+               ? b.CreateConstInBoundsGEP1_64(f32, b.CreateInBoundsGEP(f32, column, aSecond),
+                                              (i - s.splitRow) * s.aRowStride)
+               : b.CreateConstInBoundsGEP1_64(f32, column, i * s.aRowStride);
+  };
+  llvm::Value* aCol = columnAt(p, "");
   if (s.indirectA) {
     // Patches read in place come from channel planes a plane apart, a new line every few columns
     // (each kernel row of each channel), in a pattern no hardware prefetcher follows. When the VM's
@@ -132,20 +141,13 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, c
     // first and last row's element of column p + kInPlaceAColumnsAhead (the column itself near the
     // end): 64-channel 3 x 3 conv at 56 x 56, 1 thread, 1.75 -> 1.64 ms; see bench/NOTES.md.
     llvm::Value* q = b.CreateAdd(p, b.getInt64(kInPlaceAColumnsAhead));
-    q = b.CreateSelect(b.CreateICmpSLT(q, kLen), q, p);
-    llvm::Value* first = b.CreateInBoundsGEP(
-        f32, a, b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, aColumns, q), llvm::Align(8)), "prefetch.a");
-    llvm::Value* last = s.splitRow > 0 ? b.CreateConstInBoundsGEP1_64(f32, b.CreateInBoundsGEP(f32, first, aSecond),
-                                                                      (s.rows - 1 - s.splitRow) * s.aRowStride)
-                                       : b.CreateConstInBoundsGEP1_64(f32, first, (s.rows - 1) * s.aRowStride);
-    for (llvm::Value* at : {first, last})
+    llvm::Value* ahead = columnAt(b.CreateSelect(b.CreateICmpSLT(q, kLen), q, p), "prefetch.a");
+    for (llvm::Value* at : {rowOf(ahead, 0), rowOf(ahead, s.rows - 1)})
       b.CreateCall(prefetch, {at, /*read*/ b.getInt32(0), /*all levels*/ b.getInt32(3), /*data*/ b.getInt32(1)});
   }
   std::vector<llvm::Value*> next(acc.size());
   for (int64_t i = 0; i < s.rows; ++i) {
-    llvm::Value* at = s.splitRow > 0 && i >= s.splitRow
-                          ? b.CreateConstInBoundsGEP1_64(f32, aColSecond, (i - s.splitRow) * s.aRowStride)
-                          : b.CreateConstInBoundsGEP1_64(f32, aCol, i * s.aRowStride);
+    llvm::Value* at = rowOf(aCol, i);
     llvm::Value* ai = b.CreateAlignedLoad(f32, at, scalarAlign);
     llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(s.lanes), ai);
     for (int64_t v = 0; v < vectors; ++v) {
