@@ -292,6 +292,28 @@ TEST(CompileJit, TransposedTileEpilogueStoresMaskedVectorsAlongPixels) {
   EXPECT_NE(r.llvmIr.find("@llvm.masked.store"), std::string::npos) << r.llvmIr;
 }
 
+// The float64 3 x 3 convolution (pads 1, stride 1) of xs [1, cin, h, w] by weights [cout, cin, 3, 3],
+// plus bias[o] and residual [1, cout, h, w] where given.
+Tensor conv3x3Reference(const Tensor& xs, const Tensor& weights, const Tensor* bias, const Tensor* residual) {
+  const int64_t cin = xs.shape()[1], h = xs.shape()[2], w = xs.shape()[3], cout = weights.shape()[0];
+  Tensor want(DType::F32, Shape{1, cout, h, w});
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t z = 0; z < w; ++z) {
+        double sum = bias ? bias->getDouble(o) : 0.0;
+        for (int64_t c = 0; c < cin; ++c)
+          for (int64_t ky = 0; ky < 3; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = y + ky - 1, ix = z + kx - 1;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              sum += xs.getDouble((c * h + iy) * w + ix) * weights.getDouble(((o * cin + c) * 3 + ky) * 3 + kx);
+            }
+        const int64_t at = (o * h + y) * w + z;
+        want.setDouble(at, sum + (residual ? residual->getDouble(at) : 0.0));
+      }
+  return want;
+}
+
 // A conv whose patches are read in place hints each tile's columns some way ahead of the FMAs
 // (`prefetch.a`), in tiles within one output row and tiles crossing two (20-pixel rows, 14-pixel
 // tiles); the product is the float64 convolution's.
@@ -314,21 +336,50 @@ TEST(CompileJit, InPlacePatchesAreHintedAheadOfTheTile) {
   const Tensor xs = randomTensor(DType::F32, Shape{1, cin, h, w}, rng, -1, 1);
   Expected<std::vector<Tensor>> got = model.value()->run({xs});
   ASSERT_TRUE(got.isOk()) << got.status().message();
-  Tensor want(DType::F32, Shape{1, cout, h, w});
-  for (int64_t o = 0; o < cout; ++o)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t z = 0; z < w; ++z) {
-        double sum = 0;
-        for (int64_t c = 0; c < cin; ++c)
-          for (int64_t ky = 0; ky < 3; ++ky)
-            for (int64_t kx = 0; kx < 3; ++kx) {
-              const int64_t iy = y + ky - 1, ix = z + kx - 1;
-              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-              sum += xs.getDouble((c * h + iy) * w + ix) * weights.getDouble(((o * cin + c) * 3 + ky) * 3 + kx);
-            }
-        want.setDouble((o * h + y) * w + z, sum);
-      }
-  expectNear(got->front(), want, 1e-4, 1e-4, "3 x 3 conv");
+  expectNear(got->front(), conv3x3Reference(xs, weights, nullptr, nullptr), 1e-4, 1e-4, "3 x 3 conv");
+}
+
+// Before a conv's tile, its output lines and those of the residual its epilogue reads are hinted;
+// the per-channel bias (one cached line per column) is not: a conv with a bias and a residual
+// issues as many prefetches as the same conv with the residual alone. Both match float64.
+TEST(CompileJit, TileHintsSkipReadsConstantAlongTheRun) {
+  constexpr int64_t cin = 16, cout = 32, h = 20, w = 20;
+  std::mt19937 rng(12);
+  const Tensor weights = randomTensor(DType::F32, Shape{cout, cin, 3, 3}, rng, -1, 1);
+  const Tensor bias = randomTensor(DType::F32, Shape{cout}, rng, -1, 1);
+  const Tensor xs = randomTensor(DType::F32, Shape{1, cin, h, w}, rng, -1, 1);
+  const Tensor rs = randomTensor(DType::F32, Shape{1, cout, h, w}, rng, -1, 1);
+  auto prefetches = [&](bool withBias) -> size_t {
+    Graph g;
+    GraphBuilder b(g);
+    Value* x = b.input("x", DType::F32, Shape{1, cin, h, w});
+    Value* residual = b.input("r", DType::F32, Shape{1, cout, h, w});
+    Attributes attrs;
+    attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    std::vector<Value*> operands = {x, b.constant(weights, "w")};
+    if (withBias) operands.push_back(b.constant(bias, "b"));
+    b.output(b.op(OpKind::Add, {b.op(OpKind::Conv, operands, attrs), residual}));
+    EXPECT_TRUE(b.status().isOk()) << b.status().message();
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+    EXPECT_TRUE(model.isOk()) << model.status().message();
+    if (!model.isOk()) return 0;
+    const CompileReport& r = (*model)->report();
+    EXPECT_NE(r.kernelIr.find(" transposed "), std::string::npos) << r.kernelIr;
+    EXPECT_EQ(r.numKernels, 2) << r.kernelIr;  // the pad, then the conv
+    Expected<std::vector<Tensor>> got = model.value()->run({xs, rs});
+    EXPECT_TRUE(got.isOk()) << got.status().message();
+    if (got.isOk())
+      expectNear(got->front(), conv3x3Reference(xs, weights, withBias ? &bias : nullptr, &rs), 1e-4, 1e-4,
+                 withBias ? "conv + bias + residual" : "conv + residual");
+    size_t calls = 0;
+    for (size_t at = r.llvmIr.find("call void @llvm.prefetch"); at != std::string::npos;
+         at = r.llvmIr.find("call void @llvm.prefetch", at + 1))
+      ++calls;
+    return calls;
+  };
+  const size_t withoutBias = prefetches(false);
+  EXPECT_GT(withoutBias, 0u);
+  EXPECT_EQ(prefetches(true), withoutBias);
 }
 
 // A Pad's rows shorter than LLVM's vector loop (7 points at ResNet's last stage) are split at the
