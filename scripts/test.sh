@@ -24,8 +24,21 @@ status=0
 # build/, so a fresh clone starts empty and every kernel is really compiled once.
 export NNC_CACHE_DIR=${NNC_CACHE_DIR:-$PWD/build/kernel-cache}
 
+# Each phase's wall time, printed as it ends and summed up at the end: the budget (60 minutes on the
+# 2-core CI machine) is spent by builds as much as by tests, and this log is where to see which.
+phase_start=$SECONDS
+phases=""
+phase_done() {
+  local took=$((SECONDS - phase_start))
+  echo "test: phase '$1' took ${took} s"
+  phases="$phases $1=${took}s"
+  phase_start=$SECONDS
+}
+
 scripts/setup.sh build || exit 1
+phase_done "setup and Release build"
 python3 tests/models/make_models.py build/models || { echo "test: real-model generation failed"; status=1; }
+phase_done "real-model generation"
 
 run_ctest() {  # build dir, label regex, junit file
   (cd "$1" && ctest -j"$JOBS" --output-on-failure --timeout 1500 -L "$2" --output-junit "$3" >ctest.log 2>&1)
@@ -39,9 +52,11 @@ run_ctest() {  # build dir, label regex, junit file
 }
 rm -f build/junit.xml build-asan/junit.xml build-tsan/junit.xml build-fuzz/junit.xml
 run_ctest build '.*' junit.xml
+phase_done "Release tests"
 
 if [ "${NNC_SKIP_SANITIZERS:-0}" != "1" ]; then
   BUILD_TYPE=Debug scripts/setup.sh build-asan -DNNC_SANITIZE=ON || exit 1
+  phase_done "ASan+UBSan build"
   ln -sfn ../build/models build-asan/models  # the real models, generated once above
   # intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes a dynamic TLS block that happens to
   # start 16 bytes into a page for a glibc-2.19 header and reads garbage as its bounds; LeakSanitizer's
@@ -50,6 +65,7 @@ if [ "${NNC_SKIP_SANITIZERS:-0}" != "1" ]; then
   # hits the bad offset depends on the allocation history (google/sanitizers#1322, fixed in GCC 14).
   ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest build-asan '.*' junit.xml
+  phase_done "ASan+UBSan tests"
 
   # Without the CUDA toolkit there is no cuda target, hence nothing for the emulator to run.
   # NNC_WERROR=OFF: GCC 12 reports false stringop-overflows under -fsanitize=thread (the Release
@@ -58,8 +74,10 @@ if [ "${NNC_SKIP_SANITIZERS:-0}" != "1" ]; then
     -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null || exit 1
   if cmake --build build-tsan --target help | grep nnc_cuda_tests >/dev/null; then  # (not -q: pipefail)
     cmake --build build-tsan -j"$JOBS" --target nnc_cuda_tests || exit 1
+    phase_done "TSan build"
     ln -sfn ../build/models build-tsan/models
     run_ctest build-tsan tsan junit.xml
+    phase_done "TSan tests"
   else
     echo "test: no CUDA toolkit: the ThreadSanitizer tier (the CUDA emulator's kernels) is skipped"
   fi
@@ -69,7 +87,9 @@ if [ "${NNC_FUZZ_SECONDS:-60}" != "0" ]; then
   # A fixed seed: every CI run explores the same inputs (as far as the time allows), so a red CI
   # means a change, not luck. Longer, randomly seeded campaigns: scripts/fuzz.sh (docs/RELIABILITY.md).
   FUZZ_SECONDS=${NNC_FUZZ_SECONDS:-60} FUZZ_SEED=${NNC_FUZZ_SEED:-1} FUZZ_JUNIT=build-fuzz/junit.xml scripts/fuzz.sh
+  phase_done "fuzz build and runs"
 fi
+echo "test: wall time ${SECONDS} s:$phases"
 
 python3 - build/junit.xml build-asan/junit.xml build-tsan/junit.xml build-fuzz/junit.xml <<'PY'
 import sys, os, xml.etree.ElementTree as ET
