@@ -752,7 +752,7 @@ class KernelLowering {
         value, [&](const kir::ExprNode& n) { return !readsMemory(n.a); }, 2);
   }
 
-  // Whether expression `e` reads variable `var` (each shared subexpression visited once).
+  // Whether expression `root` reads variable `var` (each shared subexpression visited once).
   bool mentions(ExprId root, ExprId var) const {
     std::vector<ExprId> work = {root};
     std::set<ExprId> seen;
