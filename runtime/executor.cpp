@@ -11,11 +11,13 @@
 #include <unordered_map>
 
 #include "builtins/builtins.h"
+#include "ir/aligned_vector.h"
 
 namespace nnc::rt {
 namespace {
 
-constexpr size_t kArenaAlignment = 64;
+// The arena starts on a cache line, as the plan builder aligns every buffer in it.
+constexpr size_t kArenaAlignment = kCacheLineBytes;
 // A parallel chunk should be about this many elements of work: enough to amortise handing it out,
 // small enough to balance the load.
 constexpr int64_t kChunkWork = 16 * 1024;
