@@ -197,22 +197,6 @@ struct OperandIndex {
   kir::ExprId rowIndex = kir::kNoExpr, colIndex = kir::kNoExpr;
 };
 
-// The loop variables an expression reads; nullopt when it reads memory or a reduction's value.
-std::optional<std::set<kir::ExprId>> varsOf(const kir::Kernel& k, kir::ExprId e) {
-  std::set<kir::ExprId> vars, seen;
-  std::vector<kir::ExprId> work = {e};
-  while (!work.empty()) {
-    const kir::ExprId x = work.back();
-    work.pop_back();
-    if (x == kir::kNoExpr || !seen.insert(x).second) continue;
-    const kir::ExprNode& n = k.expr(x);
-    if (n.op == kir::ExprOp::Load || n.op == kir::ExprOp::ReduceValue) return std::nullopt;
-    if (n.op == kir::ExprOp::Var) vars.insert(x);
-    work.insert(work.end(), {n.a, n.b, n.c});
-  }
-  return vars;
-}
-
 kir::ExprId append(kir::Kernel& k, kir::ExprOp op, kir::ExprId a, kir::ExprId b, int64_t ival = 0) {
   kir::ExprNode n{op, DType::I64};
   n.a = a;
@@ -267,7 +251,7 @@ std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, cons
   bool strided = true;
   for (const auto& [term, coef] : a->terms) {
     if (std::find(batchVars.begin(), batchVars.end(), term) != batchVars.end()) continue;
-    std::optional<std::set<kir::ExprId>> vars = varsOf(k, term);
+    std::optional<std::set<kir::ExprId>> vars = kir::varsOf(k.exprs, term);
     if (!vars || vars->size() != 1 || vars->count(otherVar)) return std::nullopt;
     const bool isRow = vars->count(rowVar) != 0;
     if (!isRow && !vars->count(p)) return std::nullopt;  // a batch var inside a div: not an operand access

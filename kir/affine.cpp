@@ -1,6 +1,7 @@
 #include "kir/affine.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace nnc::kir {
 
@@ -86,6 +87,21 @@ std::optional<AffineForm> affineForm(std::span<const ExprNode> exprs, ExprId e,
     }
   }
   return form;
+}
+
+std::optional<std::set<ExprId>> varsOf(std::span<const ExprNode> exprs, ExprId e) {
+  std::set<ExprId> vars, seen;
+  std::vector<ExprId> work = {e};
+  while (!work.empty()) {
+    const ExprId x = work.back();
+    work.pop_back();
+    if (x == kNoExpr || !seen.insert(x).second) continue;
+    const ExprNode& n = exprs[static_cast<size_t>(x)];
+    if (n.op == ExprOp::Load || n.op == ExprOp::ReduceValue) return std::nullopt;
+    if (n.op == ExprOp::Var) vars.insert(x);
+    work.insert(work.end(), {n.a, n.b, n.c});
+  }
+  return vars;
 }
 
 }  // namespace nnc::kir

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 
 #include "kir/kernel_ir.h"
@@ -32,5 +33,9 @@ struct AffineForm {
 // known not to clamp, say) before they are analysed.
 std::optional<AffineForm> affineForm(std::span<const ExprNode> exprs, ExprId e,
                                      const std::map<ExprId, ExprId>* substitute = nullptr);
+
+// The loop variables expression `e` of `exprs` reads (each shared subexpression visited once);
+// nullopt when it reads memory or a reduction's value.
+std::optional<std::set<ExprId>> varsOf(std::span<const ExprNode> exprs, ExprId e);
 
 }  // namespace nnc::kir

@@ -701,8 +701,10 @@ class KernelLowering {
     // A read constant along the run (a per-channel bias) is one L1-resident line per run: hinting it
     // cost SqueezeNet's stem (K = 27) two prefetches per column, ~6% of its time in perf samples.
     const ExprId along = c.transposed ? rowVar(c) : colVar(c);
-    for (ExprId load : epilogueLoads(store.value))
-      if (mentions(k_.expr(load).a, along)) targets.push_back({k_.expr(load).slot, k_.expr(load).a, false});
+    for (ExprId load : epilogueLoads(store.value)) {
+      const std::optional<std::set<ExprId>> vars = kir::varsOf(k_.exprs, k_.expr(load).a);
+      if (!vars || vars->count(along)) targets.push_back({k_.expr(load).slot, k_.expr(load).a, false});
+    }
     Value* runs = c.transposed ? cols : rows;
     emitLoop(
         i64(0), runs,
@@ -750,22 +752,6 @@ class KernelLowering {
   std::vector<ExprId> epilogueLoads(ExprId value) const {
     return loadsOutsideReductions(
         value, [&](const kir::ExprNode& n) { return !readsMemory(n.a); }, 2);
-  }
-
-  // Whether expression `root` reads variable `var` (each shared subexpression visited once).
-  bool mentions(ExprId root, ExprId var) const {
-    std::vector<ExprId> work = {root};
-    std::set<ExprId> seen;
-    while (!work.empty()) {
-      const ExprId e = work.back();
-      work.pop_back();
-      if (e == kir::kNoExpr || !seen.insert(e).second) continue;
-      if (e == var) return true;
-      const kir::ExprNode& n = k_.expr(e);
-      if (n.op == ExprOp::ReduceValue) work.push_back(k_.reductions[static_cast<size_t>(n.ival)].body);
-      work.insert(work.end(), {n.a, n.b, n.c});
-    }
-    return false;
   }
 
   bool readsMemory(ExprId e) const {
