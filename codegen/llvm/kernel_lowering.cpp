@@ -841,7 +841,7 @@ class KernelLowering {
               ? MicrokernelShape{c.lanes, rows, c.nr, c.aRowStride, c.aColStride, false, 0, transposedTile, nextStride}
               : MicrokernelShape{c.lanes, rows, c.nr, 1, c.mr, false, 0, transposedTile, nextStride};
       shape.farPrefetchBytes = farPrefetch;
-      micro.push_back(emitMicrokernel(m_, k_.name + ".micro" + std::to_string(rows), shape, opts_.cpu, opts_.features));
+      micro.push_back(emitMicrokernel(m_, shape, opts_.cpu, opts_.features));
     }
     if (c.aRowIndex != kir::kNoExpr) {
       // A separable A's tables (see packSeparableA), and microkernels reading whole row tiles in
@@ -860,14 +860,12 @@ class KernelLowering {
       for (int64_t step : {1, 2}) {
         MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true, 0, transposedTile, nextStride};
         shape.farPrefetchBytes = farPrefetch;
-        const std::string name = k_.name + ".micro.inplace" + std::to_string(step);
-        separable_.inPlace[step - 1] = emitMicrokernel(m_, name, shape, opts_.cpu, opts_.features);
+        separable_.inPlace[step - 1] = emitMicrokernel(m_, shape, opts_.cpu, opts_.features);
         separable_.split[step - 1].assign(static_cast<size_t>(c.mr - 1), nullptr);
         for (int64_t row = 1; row < c.mr; ++row) {
           if (!(splits[step - 1] >> row & 1)) continue;
           shape.splitRow = row;
-          llvm::Function* f =
-              emitMicrokernel(m_, name + ".split" + std::to_string(row), shape, opts_.cpu, opts_.features);
+          llvm::Function* f = emitMicrokernel(m_, shape, opts_.cpu, opts_.features);
           f->addFnAttr(llvm::Attribute::NoInline);  // one call per crossing tile, not one copy per call site
           separable_.split[step - 1][static_cast<size_t>(row - 1)] = f;
         }
@@ -1676,11 +1674,9 @@ class KernelLowering {
     pv.assign(static_cast<size_t>(a.mr), nullptr);
     for (const int64_t rows : {std::min(a.mr, a.lq), a.lq % a.mr}) {
       if (rows == 0 || qk[static_cast<size_t>(rows - 1)]) continue;
-      const std::string r = std::to_string(rows);
-      qk[static_cast<size_t>(rows - 1)] =
-          emitMicrokernel(m_, k_.name + ".micro.qk" + r, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features);
+      qk[static_cast<size_t>(rows - 1)] = emitMicrokernel(m_, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features);
       pv[static_cast<size_t>(rows - 1)] =
-          emitMicrokernel(m_, k_.name + ".micro.pv" + r, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu, opts_.features);
+          emitMicrokernel(m_, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu, opts_.features);
     }
     Value* scores = alignedAlloca(a.qBlock * a.kBlock, "scores");
     Value* acc = alignedAlloca(a.qBlock * dvPad, "acc");

@@ -20,8 +20,20 @@ constexpr int64_t kPrefetchBytesAhead = 2048;
 constexpr int64_t kInPlaceAColumnsAhead = 32;
 }  // namespace
 
-llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& name, const MicrokernelShape& s,
-                                const std::string& cpu, const std::string& features) {
+std::string microkernelName(const MicrokernelShape& s) {
+  std::string name = "nnc.micro.l" + std::to_string(s.lanes) + ".r" + std::to_string(s.rows) + ".n" +
+                     std::to_string(s.nr) + ".a" + std::to_string(s.aRowStride) + "x" + std::to_string(s.aColStride);
+  if (s.indirectA) name += ".ind" + std::to_string(s.splitRow);
+  if (s.transposedStore) name += ".t";
+  if (s.nextStride) name += ".next" + std::to_string(s.nextStride);
+  if (s.farPrefetchBytes) name += ".far" + std::to_string(s.farPrefetchBytes);
+  return name;
+}
+
+llvm::Function* emitMicrokernel(llvm::Module& module, const MicrokernelShape& s, const std::string& cpu,
+                                const std::string& features) {
+  const std::string name = microkernelName(s);
+  if (llvm::Function* existing = module.getFunction(name)) return existing;
   llvm::LLVMContext& c = module.getContext();
   llvm::IRBuilder<> b(c);
   llvm::Type* f32 = b.getFloatTy();

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <set>
 #include <thread>
 
+#include "codegen/llvm/microkernel.h"
 #include "cpu_test_util.h"
 
 namespace nnc::codegen {
@@ -506,6 +508,30 @@ TEST(CpuBackend, IdenticalKernelsAreCompiledOnce) {
       EXPECT_NEAR(out[i], want * scale, 1e-5) << name << " " << i;
     }
   }
+}
+
+// A module holds one function per microkernel shape: asking again returns it, and any field that
+// differs (stride, row count, in-place A, its split row) names another.
+TEST(CpuBackend, MicrokernelsAreOnePerShapeInAModule) {
+  llvm::LLVMContext ctx;
+  llvm::Module m("micro", ctx);
+  const llvmcpu::MicrokernelShape base{16, 14, 32, 1, 14};
+  llvm::Function* first = llvmcpu::emitMicrokernel(m, base, "", "");
+  EXPECT_EQ(llvmcpu::emitMicrokernel(m, base, "", ""), first);
+  EXPECT_EQ(first->getName(), llvmcpu::microkernelName(base));
+  std::vector<llvmcpu::MicrokernelShape> others(5, base);
+  others[0].rows = 13;
+  others[1].aRowStride = 2;
+  others[2].indirectA = true;
+  others[3].indirectA = true;
+  others[3].splitRow = 7;
+  others[4].farPrefetchBytes = 8192;
+  std::set<llvm::Function*> distinct = {first};
+  for (const llvmcpu::MicrokernelShape& s : others) distinct.insert(llvmcpu::emitMicrokernel(m, s, "", ""));
+  EXPECT_EQ(distinct.size(), others.size() + 1);
+  const auto defined = std::count_if(m.begin(), m.end(), [](const llvm::Function& f) { return !f.isDeclaration(); });
+  EXPECT_EQ(defined, static_cast<std::ptrdiff_t>(others.size() + 1));
+  for (llvm::Function* f : distinct) EXPECT_TRUE(f->getName().starts_with("nnc.micro.")) << f->getName().str();
 }
 
 // Parts compiled on several threads: every kernel runs through the JIT and through the objects'

@@ -189,6 +189,44 @@ TEST_P(Contraction, MatchesFloat64WithTheSseTile) {
   runCase(GetParam(), 2);
 }
 
+// Kernels of one module share the microkernels of their tile shape (codegen/llvm/microkernel.h): two
+// MatMuls with the same tile but different K, B rows and A strides (one A transposed, read through
+// its stride) each still compute their own product.
+TEST(ContractionMicrokernels, SharedAcrossKernelsOfOneModule) {
+  std::mt19937 rng(11);
+  const int64_t m = 30, n = 48;
+  Tensor a1 = randomF32(Shape({m, 64}), rng), w1 = randomF32(Shape({64, n}), rng);
+  Tensor a2 = randomF32(Shape({96, m}), rng), w2 = randomF32(Shape({96, n}), rng);  // a2 stored transposed
+  Graph g;
+  GraphBuilder b(g);
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0});
+  b.output(b.matmul(b.input("a1", DType::F32, a1.shape()), b.constant(w1, "w1")));
+  b.output(b.matmul(b.op(OpKind::Transpose, {b.input("a2", DType::F32, a2.shape())}, perm), b.constant(w2, "w2")));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  CompileOptions options;
+  options.numThreads = 2;
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  Expected<std::vector<Tensor>> got = (*model)->run({a1, a2});
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  ASSERT_EQ(got->size(), 2u);
+  for (int out = 0; out < 2; ++out) {
+    const int64_t k = out == 0 ? 64 : 96;
+    Tensor want(DType::F32, Shape({m, n}));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += out == 0 ? a1.getDouble(i * k + p) * w1.getDouble(p * n + j)
+                          : a2.getDouble(p * m + i) * w2.getDouble(p * n + j);
+        want.setDouble(i * n + j, sum);
+      }
+    const double tol = 1e-6 * static_cast<double>(k) + 1e-6;
+    expectNear((*got)[static_cast<size_t>(out)], want, tol, tol, "output " + std::to_string(out));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Contraction, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<ContractionCase>& info) { return info.param.name; });
 
