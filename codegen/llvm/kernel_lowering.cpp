@@ -834,14 +834,28 @@ class KernelLowering {
                                         c.nPanels() * c.k * c.nr * 4 > opts_.l2Bytes
                                     ? 8192
                                     : 0;
+    // Only the row counts some tile has get a microkernel (a switch case, each inlined: 14 of them
+    // were most of a kernel's code and compile time): whole tiles and the last of each row block
+    // (rows = min(mr, m1 - i0) below).
+    std::vector<bool> rowCountUsed(static_cast<size_t>(c.mr) + 1, false);
+    auto blockRows = [&](int64_t rows) {
+      if (rows >= c.mr) rowCountUsed[static_cast<size_t>(c.mr)] = true;
+      rowCountUsed[static_cast<size_t>(rows % c.mr)] = true;
+    };
+    if (c.mBlocks() > 1) blockRows(c.mc);
+    blockRows(c.m - (c.mBlocks() - 1) * c.mc);
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows) {
+      if (!rowCountUsed[static_cast<size_t>(rows)]) {
+        micro.push_back(nullptr);  // no tile has this many rows: no case in callByIndex
+        continue;
+      }
       MicrokernelShape shape =
           aInPlace
               ? MicrokernelShape{c.lanes, rows, c.nr, c.aRowStride, c.aColStride, false, 0, transposedTile, nextStride}
               : MicrokernelShape{c.lanes, rows, c.nr, 1, c.mr, false, 0, transposedTile, nextStride};
       shape.farPrefetchBytes = farPrefetch;
-      micro.push_back(emitMicrokernel(m_, shape, opts_.cpu, opts_.features));
+      micro.push_back(emitMicrokernel(m_, k_.name, shape, opts_.cpu, opts_.features));
     }
     if (c.aRowIndex != kir::kNoExpr) {
       // A separable A's tables (see packSeparableA), and microkernels reading whole row tiles in
@@ -860,12 +874,12 @@ class KernelLowering {
       for (int64_t step : {1, 2}) {
         MicrokernelShape shape{c.lanes, c.mr, c.nr, step, 0, /*indirectA=*/true, 0, transposedTile, nextStride};
         shape.farPrefetchBytes = farPrefetch;
-        separable_.inPlace[step - 1] = emitMicrokernel(m_, shape, opts_.cpu, opts_.features);
+        separable_.inPlace[step - 1] = emitMicrokernel(m_, k_.name, shape, opts_.cpu, opts_.features);
         separable_.split[step - 1].assign(static_cast<size_t>(c.mr - 1), nullptr);
         for (int64_t row = 1; row < c.mr; ++row) {
           if (!(splits[step - 1] >> row & 1)) continue;
           shape.splitRow = row;
-          llvm::Function* f = emitMicrokernel(m_, shape, opts_.cpu, opts_.features);
+          llvm::Function* f = emitMicrokernel(m_, k_.name, shape, opts_.cpu, opts_.features);
           f->addFnAttr(llvm::Attribute::NoInline);  // one call per crossing tile, not one copy per call site
           separable_.split[step - 1][static_cast<size_t>(row - 1)] = f;
         }
@@ -1674,9 +1688,10 @@ class KernelLowering {
     pv.assign(static_cast<size_t>(a.mr), nullptr);
     for (const int64_t rows : {std::min(a.mr, a.lq), a.lq % a.mr}) {
       if (rows == 0 || qk[static_cast<size_t>(rows - 1)]) continue;
-      qk[static_cast<size_t>(rows - 1)] = emitMicrokernel(m_, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features);
+      qk[static_cast<size_t>(rows - 1)] =
+          emitMicrokernel(m_, k_.name, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features);
       pv[static_cast<size_t>(rows - 1)] =
-          emitMicrokernel(m_, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu, opts_.features);
+          emitMicrokernel(m_, k_.name, {a.lanes, rows, a.nr, a.kBlock, 1}, opts_.cpu, opts_.features);
     }
     Value* scores = alignedAlloca(a.qBlock * a.kBlock, "scores");
     Value* acc = alignedAlloca(a.qBlock * dvPad, "acc");

@@ -21,8 +21,8 @@ constexpr int64_t kInPlaceAColumnsAhead = 32;
 }  // namespace
 
 std::string microkernelName(const MicrokernelShape& s) {
-  std::string name = "nnc.micro.l" + std::to_string(s.lanes) + ".r" + std::to_string(s.rows) + ".n" +
-                     std::to_string(s.nr) + ".a" + std::to_string(s.aRowStride) + "x" + std::to_string(s.aColStride);
+  std::string name = "micro.l" + std::to_string(s.lanes) + ".r" + std::to_string(s.rows) + ".n" + std::to_string(s.nr) +
+                     ".a" + std::to_string(s.aRowStride) + "x" + std::to_string(s.aColStride);
   if (s.indirectA) name += ".ind" + std::to_string(s.splitRow);
   if (s.transposedStore) name += ".t";
   if (s.nextStride) name += ".next" + std::to_string(s.nextStride);
@@ -30,9 +30,9 @@ std::string microkernelName(const MicrokernelShape& s) {
   return name;
 }
 
-llvm::Function* emitMicrokernel(llvm::Module& module, const MicrokernelShape& s, const std::string& cpu,
-                                const std::string& features) {
-  const std::string name = microkernelName(s);
+llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, const MicrokernelShape& s,
+                                const std::string& cpu, const std::string& features) {
+  const std::string name = owner + "." + microkernelName(s);
   if (llvm::Function* existing = module.getFunction(name)) return existing;
   llvm::LLVMContext& c = module.getContext();
   llvm::IRBuilder<> b(c);

@@ -34,10 +34,12 @@ struct MicrokernelShape {
   int64_t farPrefetchBytes = 0;
 };
 
-// The internal function of `shape` in `module`, emitted on first use: it is named by its shape
-// (microkernelName), so kernels of one module with the same tile share one copy — half of
-// ResNet-50's LLVM IR was per-kernel copies of the same microkernels (bench/NOTES.md, compile time).
-//   void nnc.micro.<shape>(const float* a, const float* b, int64_t ldb, int64_t kLen,
+// The internal function of `shape` for kernel `owner`, emitted on its first use: named
+// "<owner>.micro.<shape>" (a kernel helper, which mergeIdenticalKernels compares and deletes with its
+// kernel), so that a kernel's calls with one shape share one copy. Each kernel owns its copies:
+// inlined into it where it has one call, with its kLen and strides folded. (Shared across kernels
+// of a module they are not inlined, and cost a call per register tile.)
+//   void <owner>.micro.<shape>(const float* a, const float* b, int64_t ldb, int64_t kLen,
 //               const float* src, int64_t ldSrc, i1 accumulate, float* dst, int64_t ldDst,
 //               const int64_t* aColumns, int64_t aSecond, const float* next)
 // computing, for i < rows and j < nr,
@@ -49,10 +51,10 @@ struct MicrokernelShape {
 // with the rows x nr accumulators in vector registers (one FMA per lane, rounded once). kLen >= 1.
 // b's rows, and src's and dst's, must be readable/writable as whole vectors (nr floats each): the
 // caller passes the output itself for whole tiles, a scratch tile at the edges. src may be dst.
-llvm::Function* emitMicrokernel(llvm::Module& module, const MicrokernelShape& shape, const std::string& cpu,
-                                const std::string& features);
+llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, const MicrokernelShape& shape,
+                                const std::string& cpu, const std::string& features);
 
-// "nnc.micro." and every field of `shape`: equal names mean equal functions.
+// "micro." and every field of `shape`: equal names mean equal functions.
 std::string microkernelName(const MicrokernelShape& shape);
 
 }  // namespace nnc::codegen::llvmcpu

@@ -510,15 +510,16 @@ TEST(CpuBackend, IdenticalKernelsAreCompiledOnce) {
   }
 }
 
-// A module holds one function per microkernel shape: asking again returns it, and any field that
-// differs (stride, row count, in-place A, its split row) names another.
+// A kernel owns one function per microkernel shape: asking again returns it, and any field that
+// differs (stride, row count, in-place A, its split row) or another kernel gets another.
 TEST(CpuBackend, MicrokernelsAreOnePerShapeInAModule) {
   llvm::LLVMContext ctx;
   llvm::Module m("micro", ctx);
   const llvmcpu::MicrokernelShape base{16, 14, 32, 1, 14};
-  llvm::Function* first = llvmcpu::emitMicrokernel(m, base, "", "");
-  EXPECT_EQ(llvmcpu::emitMicrokernel(m, base, "", ""), first);
-  EXPECT_EQ(first->getName(), llvmcpu::microkernelName(base));
+  llvm::Function* first = llvmcpu::emitMicrokernel(m, "k1", base, "", "");
+  EXPECT_EQ(llvmcpu::emitMicrokernel(m, "k1", base, "", ""), first);
+  EXPECT_EQ(first->getName(), "k1." + llvmcpu::microkernelName(base));
+  std::set<llvm::Function*> distinct = {first, llvmcpu::emitMicrokernel(m, "k2", base, "", "")};
   std::vector<llvmcpu::MicrokernelShape> others(5, base);
   others[0].rows = 13;
   others[1].aRowStride = 2;
@@ -526,12 +527,11 @@ TEST(CpuBackend, MicrokernelsAreOnePerShapeInAModule) {
   others[3].indirectA = true;
   others[3].splitRow = 7;
   others[4].farPrefetchBytes = 8192;
-  std::set<llvm::Function*> distinct = {first};
-  for (const llvmcpu::MicrokernelShape& s : others) distinct.insert(llvmcpu::emitMicrokernel(m, s, "", ""));
-  EXPECT_EQ(distinct.size(), others.size() + 1);
+  for (const llvmcpu::MicrokernelShape& s : others) distinct.insert(llvmcpu::emitMicrokernel(m, "k1", s, "", ""));
+  EXPECT_EQ(distinct.size(), others.size() + 2);
   const auto defined = std::count_if(m.begin(), m.end(), [](const llvm::Function& f) { return !f.isDeclaration(); });
-  EXPECT_EQ(defined, static_cast<std::ptrdiff_t>(others.size() + 1));
-  for (llvm::Function* f : distinct) EXPECT_TRUE(f->getName().starts_with("nnc.micro.")) << f->getName().str();
+  EXPECT_EQ(defined, static_cast<std::ptrdiff_t>(others.size() + 2));
+  for (llvm::Function* f : distinct) EXPECT_TRUE(f->getName().contains(".micro.")) << f->getName().str();
 }
 
 // Parts compiled on several threads: every kernel runs through the JIT and through the objects'

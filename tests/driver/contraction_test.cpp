@@ -189,10 +189,10 @@ TEST_P(Contraction, MatchesFloat64WithTheSseTile) {
   runCase(GetParam(), 2);
 }
 
-// Kernels of one module share the microkernels of their tile shape (codegen/llvm/microkernel.h): two
-// MatMuls with the same tile but different K, B rows and A strides (one A transposed, read through
-// its stride) each still compute their own product.
-TEST(ContractionMicrokernels, SharedAcrossKernelsOfOneModule) {
+// Two MatMuls of one module with the same tile shape but different K, B rows and A strides (one A
+// transposed, read through its stride), and M = 30 (whole 14-row tiles and a 2-row one with the
+// AVX-512 tile): each computes its own product, with only the row counts it has.
+TEST(ContractionMicrokernels, SameTileInTwoKernelsOfOneModule) {
   std::mt19937 rng(11);
   const int64_t m = 30, n = 48;
   Tensor a1 = randomF32(Shape({m, 64}), rng), w1 = randomF32(Shape({64, n}), rng);
