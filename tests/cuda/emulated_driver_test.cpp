@@ -185,7 +185,7 @@ TEST_F(EmulatedDriver, AShuffleMaskMustNameTheCaller) {
 }
 
 TEST_F(EmulatedDriver, AWritePastAnAllocationIsReported) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NNC_TESTS_UNDER_ASAN)
   // Under AddressSanitizer the guard zone is poisoned: the kernel's store itself is reported.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(

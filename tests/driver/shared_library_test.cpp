@@ -268,7 +268,7 @@ size_t residentBytes() {
 }
 
 TEST(SharedLibrary, CreateRunDestroyCyclesDoNotGrowMemory) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NNC_TESTS_UNDER_ASAN)
   GTEST_SKIP() << "ASan's quarantine holds freed memory, so RSS says nothing here; LeakSanitizer checks leaks";
 #endif
   ScratchDir dir;

@@ -303,7 +303,7 @@ TEST(ModelCreate, Failures) {
   nnc_model_destroy(m);
 }
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(NNC_TESTS_UNDER_ASAN)
 TEST(ModelCreate, ArenaAllocationFailureIsAnError) {
   // 2^47 bytes is more than a 47-bit user address space can hold: the allocation must fail cleanly.
   Plan p;

@@ -96,7 +96,7 @@ inline bool limitAddressSpace(size_t bytes) {
 
 // Whether RLIMIT_AS can be used: an AddressSanitizer build reserves terabytes of shadow address
 // space at startup, so under any realistic limit it cannot even start.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NNC_TESTS_UNDER_ASAN)
 inline constexpr bool kAddressLimitsWork = false;
 #else
 inline constexpr bool kAddressLimitsWork = true;

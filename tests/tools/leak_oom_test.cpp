@@ -64,7 +64,7 @@ int64_t denseMismatch(const Tensor& x, const Tensor& y) {
 class LeakOom : public ::testing::Test {
  protected:
   void SetUp() override {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NNC_TESTS_UNDER_ASAN)
     GTEST_SKIP() << "ASan's quarantine and shadow memory make RSS and RLIMIT_AS meaningless; LeakSanitizer "
                     "checks leaks in that build";
 #endif
