@@ -566,6 +566,33 @@ def thread_degradation(nnc, models_dir, iterations, warmup, cores):
             "verdict": verdict}
 
 
+def compile_times(nnc, workloads, work_dir, repeats=3):
+    """`nnc MODEL.onnx -o MODEL.so` (-O2, the AOT path users run) per workload, `repeats` times: wall and
+    CPU seconds (the compile uses every core for its LLVM parts). Run after all timing, so its load
+    touches no measurement."""
+    times = {}
+    for w in workloads:
+        out = os.path.join(work_dir, f"{w['name']}.compile.so")
+        walls, cpus = [], []
+        for _ in range(repeats):
+            before = os.times()
+            t0 = time.perf_counter()
+            proc = subprocess.run([nnc, w["onnx"], "-o", out], capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            after = os.times()
+            if proc.returncode != 0:
+                times[w["name"]] = {"error": (proc.stderr or "").strip()[-500:]}
+                break
+            walls.append(wall)
+            cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
+        else:
+            times[w["name"]] = {"wall_s": sorted(walls), "cpu_s": sorted(cpus),
+                                "median_wall_s": sorted(walls)[len(walls) // 2], "load_after": load_average()}
+        if os.path.exists(out):
+            os.remove(out)
+    return times
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 def cell(m):
@@ -653,6 +680,18 @@ def markdown(result):
                  + (" (netlib reference BLAS: unblocked and single-threaded, so PyTorch's Linear/MatMul times "
                     "here say little about PyTorch)" if "/blas/libblas.so" in info.get("torch_blas", "") else "")
                  + "; its convolutions go through oneDNN.")
+    compiles = result.get("compile_times")
+    if compiles:
+        lines += ["", "## Compile time: `nnc MODEL.onnx -o MODEL.so` (-O2)", "",
+                  "Each model compiled three times after all timing (wall seconds, sorted; CPU seconds of the "
+                  "compiler and the linker it runs).", "",
+                  "| workload | wall s | CPU s |", "|---|---|---|"]
+        for name, c in compiles.items():
+            if "error" in c:
+                lines.append(f"| {name} | error | |")
+            else:
+                lines.append(f"| {name} | {' / '.join(f'{v:.2f}' for v in c['wall_s'])} "
+                             f"| {' / '.join(f'{v:.2f}' for v in c['cpu_s'])} |")
     deg = result.get("thread_degradation")
     if deg:
         lines += ["", "## Thread-pool degradation: fused ResNet-18, --threads=2, one core hogged by `yes > /dev/null`",
@@ -727,6 +766,7 @@ def main():
     p.add_argument("--only", default="", help="comma-separated workload names")
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--skip-degradation", action="store_true")
+    p.add_argument("--skip-compile-times", action="store_true", help="no compile-time table")
     p.add_argument("--date", default=datetime.date.today().isoformat(), help="result file name stem")
     args = p.parse_args()
     if not os.access(args.nnc, os.X_OK):
@@ -747,7 +787,8 @@ def main():
         "load_start": load_average(), "workloads": [],
     }
     start = time.time()
-    for w in prepare_workloads(args.models, args.work, only):
+    workloads = prepare_workloads(args.models, args.work, only)
+    for w in workloads:
         iters = args.slow_iterations if w["name"] in SLOW_WORKLOADS else args.iterations
         ms = {}
         print(f"[{time.time() - start:6.1f}s] {w['name']} ({iters} iterations, load {fmt_load(load_average())})",
@@ -772,6 +813,9 @@ def main():
         print(f"[{time.time() - start:6.1f}s] thread degradation (ResNet-18, --threads=2, yes hog)", flush=True)
         result["thread_degradation"] = thread_degradation(args.nnc, args.models, args.slow_iterations, args.warmup,
                                                           cores)
+    if not args.skip_compile_times:
+        print(f"[{time.time() - start:6.1f}s] compile times (nnc MODEL.onnx -o MODEL.so, 3 each)", flush=True)
+        result["compile_times"] = compile_times(args.nnc, [w for w in workloads if w["kind"] == "model"], args.work)
     result["load_end"] = load_average()
     result["total_wall_s"] = round(time.time() - start, 1)
     os.makedirs(args.out, exist_ok=True)
