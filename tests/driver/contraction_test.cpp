@@ -190,11 +190,12 @@ TEST_P(Contraction, MatchesFloat64WithTheSseTile) {
 }
 
 // Two MatMuls of one module with the same tile shape but different K, B rows and A strides (one A
-// transposed, read through its stride), and M = 30 (whole 14-row tiles and a 2-row one with the
-// AVX-512 tile): each computes its own product, with only the row counts it has.
+// transposed, read through its stride), and M = 50 (whole tiles and a shorter last one: with the
+// AVX-512 tile 3 x 14 + 8): each computes its own product with only the microkernels of the row
+// counts its tiles have.
 TEST(ContractionMicrokernels, SameTileInTwoKernelsOfOneModule) {
   std::mt19937 rng(11);
-  const int64_t m = 30, n = 48;
+  const int64_t m = 50, n = 64;
   Tensor a1 = randomF32(Shape({m, 64}), rng), w1 = randomF32(Shape({64, n}), rng);
   Tensor a2 = randomF32(Shape({96, m}), rng), w2 = randomF32(Shape({96, n}), rng);  // a2 stored transposed
   Graph g;
