@@ -9,8 +9,9 @@ micro-graphs built here with onnx.helper: a GELU-like pointwise chain on 1M elem
 1024x1024, a decomposed layernorm over 4096x1024 and a 512^3 MatMul with a bias+ReLU epilogue.
 
 All runtimes get the same input tensors, the same thread count (nproc unless --threads), and the same
-warm-up and iteration counts. nnc is timed by an `nnc bench --serve` process (which compiles -O0 and -O2
-and times model runs only, not compilation), ORT in this process, interleaved round by round (see
+warm-up and iteration counts. nnc is timed by an `nnc bench --serve --aot` process (which compiles -O0 and -O2
+to model.so files, loads them as a user does, and times model runs only, not compilation; --nnc-jit times the
+in-process JIT instead), ORT in this process, interleaved round by round (see
 run_interleaved); PyTorch after them in a /usr/bin/python3 subprocess (bench/torch_worker.py) because
 Debian's python3-torch 1.13 lives there.
 """
@@ -44,6 +45,9 @@ SWITCH_WARMUP_MS = 20
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
 STEAL_PERCENT_LIMIT = 5.0  # per vCPU, during one measurement: a VM neighbour took a core
+# What nnc's timings run: the model.so files users deploy (`nnc bench --aot`); main() empties it for
+# --nnc-jit (the in-process JIT, as a C++ caller of nnc's API runs it).
+NNC_ARTIFACT_FLAGS = ["--aot"]
 # Models that take tens to hundreds of milliseconds per run in nnc get fewer iterations.
 SLOW_WORKLOADS = {"model_resnet18", "model_mobilenetv2", "resnet18_224", "resnet50_224", "mobilenetv2_224",
                   "squeezenet_224", "bert2_128", "gpt2_block_128", "layernorm_gelu_residual"}
@@ -349,7 +353,7 @@ def prepare_workloads(models_dir, work_dir, only):
 def run_nnc(nnc, workload, iterations, warmup, threads, cores):
     """nnc alone (`nnc bench --json`: eager and fused interleaved), for the thread-degradation runs."""
     cmd = [nnc, "bench", workload["onnx"], "--json", f"--iterations={iterations}", f"--warmup={warmup}",
-           f"--warmup-ms={WARMUP_MS}", f"--threads={threads}"]
+           f"--warmup-ms={WARMUP_MS}", f"--threads={threads}"] + NNC_ARTIFACT_FLAGS
     for input_name, (_, pb) in workload["inputs"].items():
         cmd += ["--input", f"{input_name}={pb}"]
     with Measurement(cores) as m:
@@ -433,7 +437,7 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5)
     2026-11-29) moves both sides of a round alike, where the medians of all runs can each land in a
     different stretch."""
     cmd = [nnc, "bench", workload["onnx"], "--serve", f"--warmup={warmup}", f"--warmup-ms={WARMUP_MS}",
-           f"--threads={threads}"]
+           f"--threads={threads}"] + NNC_ARTIFACT_FLAGS
     for input_name, (_, pb) in workload["inputs"].items():
         cmd += ["--input", f"{input_name}={pb}"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -610,6 +614,8 @@ def markdown(result):
     stolen = [m for m in measured if m.get("stolen")]
     total = sum(1 for m in measured if "median_ms" in m)
     lines = [f"# nnc CPU benchmarks, {result['date']}", ""]
+    artifact = ("nnc runs in-process (its JIT)" if result.get("nnc_artifact") == "jit"
+                else "nnc runs the model.so files it wrote, loaded through the C ABI")
     if stolen:
         lines += [f"**Steal time:** during {len(stolen)} measurement(s) (marked ‡) the hypervisor gave more than "
                   f"{STEAL_PERCENT_LIMIT}% of one vCPU's time to other guests (the worst: "
@@ -633,7 +639,7 @@ def markdown(result):
         f"{result.get('warmup_ms', 0)} ms of them at least, then "
         f"{result['iterations']} timed runs ({result['slow_iterations']} for ResNet-18 and MobileNetV2); "
         f"identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in {result.get('rounds', 5)} "
-        "rounds, PyTorch after them. Cells are median ms (p10–p90). nnc times exclude compilation. "
+        f"rounds, PyTorch after them. Cells are median ms (p10–p90). nnc times exclude compilation; {artifact}. "
         "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
         "than ORT with all graph optimisations; in parentheses, each ratio paired round by round (the median over "
         "the rounds of the two contenders' round medians), which a change of the machine's speed between rounds "
@@ -766,8 +772,12 @@ def main():
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--skip-degradation", action="store_true")
     p.add_argument("--skip-compile-times", action="store_true", help="no compile-time table")
+    p.add_argument("--nnc-jit", action="store_true",
+                   help="time nnc's in-process JIT instead of the model.so files `nnc MODEL.onnx -o MODEL.so` writes")
     p.add_argument("--date", default=datetime.date.today().isoformat(), help="result file name stem")
     args = p.parse_args()
+    global NNC_ARTIFACT_FLAGS
+    NNC_ARTIFACT_FLAGS = [] if args.nnc_jit else ["--aot"]
     if not os.access(args.nnc, os.X_OK):
         sys.exit(f"run_benchmarks: {args.nnc} is not an executable nnc; build it with\n  cmake -S {REPO} -B "
                  f"{REPO}/build-bench -DCMAKE_BUILD_TYPE=Release && cmake --build {REPO}/build-bench --target nnc")
@@ -781,6 +791,7 @@ def main():
                     "nnc_build_type": nnc_build_type(args.nnc), "onnxruntime": ort.__version__,
                     "torch": torch_ver, "torch_blas": blas_library(), "numpy": np.__version__,
                     "python": platform.python_version()},
+        "nnc_artifact": "jit" if args.nnc_jit else "so",
         "threads": args.threads, "iterations": args.iterations, "warmup": args.warmup, "warmup_ms": WARMUP_MS,
         "slow_iterations": args.slow_iterations, "rounds": args.rounds, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
         "load_start": load_average(), "workloads": [],

@@ -294,6 +294,38 @@ TEST_F(BenchCommand, JsonParsesWithTheDocumentedKeys) {
   EXPECT_LE(runs.array[1]["p10_ms"].number, runs.array[1]["p90_ms"].number);
 }
 
+// --aot times model.so files as a user deploys them: each variant compiled and linked by the host
+// compiler nnc runs (NNC_CXX), loaded, and its temporary files removed. A linker that fails fails
+// --aot; the in-process JIT needs none.
+TEST_F(BenchCommand, AotTimesCompiledLibrariesAndLeavesNoFiles) {
+  ScratchDir tmp, tools;
+  RunResult r = runNnc({"bench", "model.onnx", "--aot", "--iterations=3", "--warmup=1", "--json"}, dir.path(),
+                       {{"TMPDIR", tmp.path()}});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  JsonReader reader(r.out);
+  std::unique_ptr<Json> json = reader.parse();
+  ASSERT_TRUE(json) << reader.error() << "\n" << r.out;
+  EXPECT_EQ((*json)["artifact"].string, "so") << r.out;
+  const Json& runs = (*json)["runs"];
+  ASSERT_EQ(runs.array.size(), 2u) << r.out;
+  EXPECT_EQ(runs.array[0]["kernels"].number, 3) << r.out;  // the compiler's report rides along
+  EXPECT_EQ(runs.array[1]["kernels"].number, 1) << r.out;
+  for (const Json& run : runs.array) EXPECT_GT(run["median_ms"].number, 0) << r.out;
+  EXPECT_TRUE(listTree(tmp.path()).empty()) << r;
+
+  writeFile(tools / "failing-cxx", "#!/bin/sh\necho 'no linker here' >&2\nexit 1\n");
+  std::filesystem::permissions(tools / "failing-cxx", std::filesystem::perms::owner_all);
+  const std::map<std::string, std::string> env = {{"TMPDIR", tmp.path()}, {"NNC_CXX", tools / "failing-cxx"}};
+  RunResult noLinker = runNnc({"bench", "model.onnx", "--aot", "--iterations=1"}, dir.path(), env);
+  EXPECT_EQ(noLinker.exitCode, 1) << noLinker;
+  EXPECT_EQ(noLinker.err.rfind("nnc: error: model.onnx: ", 0), 0u) << noLinker;
+  EXPECT_TRUE(contains(noLinker.err, "no linker here")) << noLinker;
+  EXPECT_TRUE(listTree(tmp.path()).empty()) << noLinker;
+  RunResult jit = runNnc({"bench", "model.onnx", "--iterations=1", "--json"}, dir.path(), env);
+  EXPECT_EQ(jit.exitCode, 0) << jit;
+  EXPECT_TRUE(contains(jit.out, "\"artifact\": \"jit\"")) << jit;
+}
+
 TEST_F(BenchCommand, PerKernelRatesContractionsAgainstTheMeasuredPeak) {
   // y = relu(x @ W + b): one packed contraction with its epilogue.
   OnnxModel m;

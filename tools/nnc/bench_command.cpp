@@ -1,7 +1,8 @@
 // `nnc bench MODEL.onnx`: the same graph compiled eager (-O0, one kernel per op) and fused (-O2, or
 // the -O level given), run interleaved on the same random inputs; latency percentiles, kernel
 // counts and bytes moved per run. --json for scripts, --serve for a harness that interleaves nnc
-// with other runtimes (bench/run_benchmarks.py).
+// with other runtimes (bench/run_benchmarks.py), --aot to time model.so files (as deployed) instead
+// of the in-process JIT.
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,9 +125,10 @@ Status interleave(std::vector<Variant>& variants, const std::vector<Tensor>& inp
 // line when both variants are compiled and warm, then answers each stdin line "run N [MS]" (N timed
 // runs of each variant after untimed ones: at least MS milliseconds of them, and one) with a line
 // {"eager": [ms...], "fused": [ms...]}; ends at EOF.
-int serve(std::vector<Variant>& variants, const std::vector<Tensor>& inputs) {
-  std::printf("{\"ready\": true, \"kernels\": [%d, %d], \"bytes_moved\": [%llu, %llu]}\n", variants[0].timing.kernels,
-              variants[1].timing.kernels, static_cast<unsigned long long>(variants[0].timing.bytesMoved),
+int serve(std::vector<Variant>& variants, const std::vector<Tensor>& inputs, bool aot) {
+  std::printf("{\"ready\": true, \"artifact\": \"%s\", \"kernels\": [%d, %d], \"bytes_moved\": [%llu, %llu]}\n",
+              aot ? "so" : "jit", variants[0].timing.kernels, variants[1].timing.kernels,
+              static_cast<unsigned long long>(variants[0].timing.bytesMoved),
               static_cast<unsigned long long>(variants[1].timing.bytesMoved));
   std::fflush(stdout);
   char line[64];
@@ -156,6 +158,7 @@ int serve(std::vector<Variant>& variants, const std::vector<Tensor>& inputs) {
 int profileSteps(const std::string& path, const CommonOptions& base, int optLevel, const std::vector<Tensor>& inputs) {
   CommonOptions o = base;
   o.compile.optLevel = optLevel;
+  o.aot = false;  // per-step times are read from this process's own runtime
   Expected<std::unique_ptr<LoadedModel>> loaded = loadModel(path, o);
   if (!loaded) return fail(loaded.status().message());
   LoadedModel& model = **loaded;
@@ -234,7 +237,7 @@ int benchCommand(const CommonOptions& o) {
     for (int i = 0; i < o.warmup || std::chrono::steady_clock::now() < warmupEnd; ++i)
       if (Status s = v.run(inputs, 1, /*timed=*/false); !s) return fail(s.message());
   }
-  if (o.serve) return serve(variants, inputs);
+  if (o.serve) return serve(variants, inputs, o.aot);
   // Five rounds (fewer when there are fewer iterations), the last taking the remainder.
   const int perRound = std::max(1, o.iterations / 5);
   for (int done = 0, round = 0; done < o.iterations; done += perRound, ++round)
@@ -247,10 +250,10 @@ int benchCommand(const CommonOptions& o) {
   const double speedup = timings[1].percentile(0.5) > 0 ? timings[0].percentile(0.5) / timings[1].percentile(0.5) : 0;
   if (o.json) {
     std::printf(
-        "{\"model\": %s, \"cores\": %ld, \"threads\": %d, \"load_before\": %s, \"load_after\": %s, "
-        "\"iterations\": %d, \"warmup\": %d, \"runs\": [",
-        jsonString(path).c_str(), cores, o.compile.numThreads, loadBefore.c_str(), loadAverage().c_str(), o.iterations,
-        o.warmup);
+        "{\"model\": %s, \"artifact\": \"%s\", \"cores\": %ld, \"threads\": %d, \"load_before\": %s, "
+        "\"load_after\": %s, \"iterations\": %d, \"warmup\": %d, \"runs\": [",
+        jsonString(path).c_str(), o.aot ? "so" : "jit", cores, o.compile.numThreads, loadBefore.c_str(),
+        loadAverage().c_str(), o.iterations, o.warmup);
     for (size_t i = 0; i < timings.size(); ++i) {
       const Timing& t = timings[i];
       std::printf(
@@ -262,8 +265,10 @@ int benchCommand(const CommonOptions& o) {
     std::printf("], \"speedup_median\": %.4f}\n", speedup);
     return 0;
   }
-  std::printf("model: %s\nmachine: %ld cores, load average %s before, %s after; %d iterations after %d warm-up\n\n",
-              path.c_str(), cores, loadBefore.c_str(), loadAverage().c_str(), o.iterations, o.warmup);
+  std::printf(
+      "model: %s (%s)\nmachine: %ld cores, load average %s before, %s after; %d iterations after %d warm-up\n\n",
+      path.c_str(), o.aot ? "compiled to model.so files" : "in-process JIT", cores, loadBefore.c_str(),
+      loadAverage().c_str(), o.iterations, o.warmup);
   if (o.compile.target == "cuda" && rt::cuda::emu::emulationRequested())
     std::printf("cuda target on the CUDA emulator: these times measure the CPU emulation, not a GPU\n\n");
   std::printf("%-14s %8s %14s %11s %11s %11s\n", "", "kernels", "bytes moved", "median ms", "p10 ms", "p90 ms");

@@ -4,10 +4,13 @@
 #include <dlfcn.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "driver/runtime_files.h"
@@ -161,6 +164,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       o.json = true;
     } else if (arg == "--serve") {
       o.serve = true;
+    } else if (arg == "--aot") {
+      o.aot = true;
     } else if (arg == "--per-kernel") {
       o.perKernel = true;
     } else if (arg == "--time-passes") {
@@ -232,19 +237,42 @@ class SharedLibraryLoaded final : public LoadedModel {
   }
   nnc_model* handle() override { return model_; }
   const ModelApi& api() const override { return api_; }
+  const CompileReport* report() const override { return report_ ? &*report_ : nullptr; }
+  void setReport(CompileReport report) { report_ = std::move(report); }
 
  private:
   ModelApi api_{};
+  std::optional<CompileReport> report_;  // when this process compiled the library
   void* lib_ = nullptr;
   nnc_model* model_ = nullptr;
   void (*destroy_)(nnc_model*) = nullptr;
 };
+
+// The model compiled to a model.so in a fresh temporary directory, loaded, and the directory removed
+// (the loaded library stays mapped).
+Expected<std::unique_ptr<LoadedModel>> compileAndLoadSharedLibrary(const std::string& path, Graph& graph,
+                                                                   const CompileOptions& options) {
+  std::string dir = (std::filesystem::temp_directory_path() / "nnc-bench-XXXXXX").string();
+  if (!mkdtemp(dir.data()))
+    return Status::error("cannot create a temporary directory: " + std::string(strerror(errno)));
+  const std::string library = dir + "/model.so";
+  CompileReport report;
+  Status compiled = compileToSharedLibrary(graph, options, library, &report);
+  Expected<std::unique_ptr<LoadedModel>> loaded =
+      compiled ? SharedLibraryLoaded::open(library, options) : Expected<std::unique_ptr<LoadedModel>>(compiled);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!loaded) return loaded.status().withContext(path + ": ");
+  static_cast<SharedLibraryLoaded&>(**loaded).setReport(std::move(report));
+  return loaded;
+}
 
 }  // namespace
 
 Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options) {
   if (endsWith(path, ".so")) return SharedLibraryLoaded::open(path, options.compile);
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, onnx::importModelFile(path, options.import));
+  if (options.aot) return compileAndLoadSharedLibrary(path, *graph, options.compile);
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(*graph, options.compile);
   if (!model) return model.status().withContext(path + ": ");
   return std::unique_ptr<LoadedModel>(std::make_unique<JitLoaded>(std::move(graph), std::move(*model)));
@@ -285,7 +313,9 @@ Status LoadedModel::runInto(const std::vector<Tensor>& inputs, std::vector<Tenso
     out.push_back({t.mutableData(), t.byteSize(), static_cast<nnc_dtype>(dtypeToOnnx(t.dtype())), t.shape().rank(),
                    t.shape().dims().data()});
   if (stepSeconds) {
-    if (!report() || !m->executor) return Status::error("per-step times need a cpu model compiled by this nnc");
+    // Only a handle of this process's own runtime can be looked into (a model.so has its own copy).
+    if (!report() || &api() != &kLinkedApi || !m->executor)
+      return Status::error("per-step times need a cpu model compiled in this process");
     std::string error;
     if (m->executor->run(in.data(), in.size(), out.data(), out.size(), &error, stepSeconds) != NNC_OK)
       return Status::error(error);

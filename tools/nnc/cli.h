@@ -34,6 +34,7 @@ struct CommonOptions {
   bool perKernel = false;                     // nnc bench --per-kernel
   bool json = false;
   bool serve = false;  // nnc bench --serve: timed runs on request (see bench_command.cpp)
+  bool aot = false;    // nnc bench --aot: time model.so files compiled from the model, not the JIT
   bool verbose = false;
 };
 
@@ -69,6 +70,9 @@ class LoadedModel {
   Status runInto(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* stepSeconds = nullptr);
 };
+// ONNX through the in-process JIT, or a model.so through dlopen. With options.aot an ONNX model is
+// compiled to a model.so in a temporary directory and loaded from there, as a user deploys it (the
+// report is the compiler's; the file is gone once loaded).
 Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string& path, const CommonOptions& options);
 
 // "" when equal within tolerance, else a description of the worst mismatch.

@@ -21,6 +21,8 @@ const char kUsage[] =
     "       nnc run MODEL.onnx|MODEL.so --input NAME=FILE.pb ... [--output-dir DIR]\n"
     "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE] [--shard=K/N]\n"
     "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--warmup-ms=T] [--json] [--per-kernel] [--serve]\n"
+    "         [--aot]                                       time model.so files compiled from MODEL.onnx, as\n"
+    "                                                       deployed, instead of the in-process JIT\n"
     "       nnc explain MODEL.onnx [--json]                 the fusion report: each kernel's nodes, bytes and\n"
     "                                                       FLOPs, and why each edge between kernels is not fused\n"
     "       nnc bisect MODEL.onnx --input NAME=FILE.pb ... [--rtol=1e-4] [--atol=1e-5]\n"
