@@ -614,4 +614,16 @@ std::string Attention::str() const {
   return os.str();
 }
 
+std::vector<bool> tileRowCounts(int64_t rows, int64_t blockRows, int64_t mr) {
+  std::vector<bool> used(static_cast<size_t>(mr) + 1, false);
+  auto block = [&](int64_t blockSize) {
+    if (blockSize >= mr) used[static_cast<size_t>(mr)] = true;
+    if (blockSize % mr != 0) used[static_cast<size_t>(blockSize % mr)] = true;
+  };
+  const int64_t blocks = (rows + blockRows - 1) / blockRows;
+  if (blocks > 1) block(blockRows);
+  if (blocks > 0) block(rows - (blocks - 1) * blockRows);
+  return used;
+}
+
 }  // namespace nnc::kir

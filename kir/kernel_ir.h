@@ -153,6 +153,11 @@ struct Contraction {
   std::string str() const;
 };
 
+// Which row counts the register tiles covering `rows` rows have, when the rows come in blocks of
+// blockRows (a contraction's mc, an attention's qBlock) split into tiles of mr: whole tiles and the
+// last tile of each block size. Indexed by row count, 0..mr; a target emits a microkernel for each.
+std::vector<bool> tileRowCounts(int64_t rows, int64_t blockRows, int64_t mr);
+
 // Scaled dot-product attention computed flash-style by a target (codegen/llvm/kernel_lowering.cpp,
 // emitAttention): for every (batch, query row) i
 //   s[j] = score(dot(i, j), batch, i, j)   dot = sum_p Q[b][i][p] * Kt[b][p][j]

@@ -837,13 +837,7 @@ class KernelLowering {
     // Only the row counts some tile has get a microkernel (a switch case, each inlined: 14 of them
     // were most of a kernel's code and compile time): whole tiles and the last of each row block
     // (rows = min(mr, m1 - i0) below).
-    std::vector<bool> rowCountUsed(static_cast<size_t>(c.mr) + 1, false);
-    auto blockRows = [&](int64_t rows) {
-      if (rows >= c.mr) rowCountUsed[static_cast<size_t>(c.mr)] = true;
-      rowCountUsed[static_cast<size_t>(rows % c.mr)] = true;
-    };
-    if (c.mBlocks() > 1) blockRows(c.mc);
-    blockRows(c.m - (c.mBlocks() - 1) * c.mc);
+    const std::vector<bool> rowCountUsed = kir::tileRowCounts(c.m, c.mc, c.mr);
     std::vector<llvm::Function*> micro;
     for (int64_t rows = 1; rows <= c.mr; ++rows) {
       if (!rowCountUsed[static_cast<size_t>(rows)]) {
@@ -1686,8 +1680,9 @@ class KernelLowering {
     // variant costs compile time.
     qk.assign(static_cast<size_t>(a.mr), nullptr);
     pv.assign(static_cast<size_t>(a.mr), nullptr);
-    for (const int64_t rows : {std::min(a.mr, a.lq), a.lq % a.mr}) {
-      if (rows == 0 || qk[static_cast<size_t>(rows - 1)]) continue;
+    const std::vector<bool> rowCountUsed = kir::tileRowCounts(a.lq, a.qBlock, a.mr);
+    for (int64_t rows = 1; rows <= a.mr; ++rows) {
+      if (!rowCountUsed[static_cast<size_t>(rows)]) continue;
       qk[static_cast<size_t>(rows - 1)] =
           emitMicrokernel(m_, k_.name, {a.lanes, rows, a.nr, a.d, 1}, opts_.cpu, opts_.features);
       pv[static_cast<size_t>(rows - 1)] =

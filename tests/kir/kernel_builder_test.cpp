@@ -73,5 +73,23 @@ TEST(KernelBuilderFlatReduction, OnlyTheSameRunOfDimsFolds) {
   EXPECT_EQ(kb.peek().reductions.back().loop.extents, std::vector<int64_t>{20});
 }
 
+// The row counts a target emits microkernels for: whole tiles and each block's last tile.
+TEST(TileRowCounts, WholeTilesAndTheLastTileOfEachBlockSize) {
+  auto counts = [](int64_t rows, int64_t blockRows, int64_t mr) {
+    std::vector<int64_t> out;
+    const std::vector<bool> used = kir::tileRowCounts(rows, blockRows, mr);
+    EXPECT_EQ(used.size(), static_cast<size_t>(mr) + 1);
+    for (size_t n = 0; n < used.size(); ++n)
+      if (used[n]) out.push_back(static_cast<int64_t>(n));
+    return out;
+  };
+  EXPECT_EQ(counts(50, 56, 14), (std::vector<int64_t>{8, 14}));       // 3 whole tiles and 8 rows, one block
+  EXPECT_EQ(counts(56, 56, 14), (std::vector<int64_t>{14}));          // whole tiles only
+  EXPECT_EQ(counts(5, 14, 14), (std::vector<int64_t>{5}));            // fewer rows than a tile
+  EXPECT_EQ(counts(100, 30, 14), (std::vector<int64_t>{2, 10, 14}));  // blocks of 30 = 14 + 14 + 2; last 10
+  EXPECT_EQ(counts(90, 30, 14), (std::vector<int64_t>{2, 14}));       // the last block as the others
+  EXPECT_EQ(counts(0, 14, 14), (std::vector<int64_t>{}));
+}
+
 }  // namespace
 }  // namespace nnc
