@@ -1341,10 +1341,30 @@ class KernelLowering {
         "bblock.p");
   }
 
-  // One row of a packed B panel: dst[j] = src[j * bColStride] for the `cols` columns present (a plain
-  // copy LLVM vectorises when they are unit-stride), then zeros up to nr; no per-element select, so an
-  // edge panel costs about a memcpy.
+  // One row of a packed B panel: dst[j] = src[j * bColStride] for the `cols` columns present, then
+  // zeros up to nr; no per-element select, so an edge panel costs about a memcpy. A whole unit-stride
+  // row is nr / lanes vector moves: as a loop, LLVM made it a call to memcpy for 128 bytes, per row
+  // (SqueezeNet's 256 -> 32 1 x 1 conv, one panel per task: 0.150 -> see bench/NOTES.md).
   void copyPanelRow(const kir::Contraction& c, Value* src, Value* dst, Value* cols) {
+    llvm::Type* f32 = b_.getFloatTy();
+    if (c.bColStride == 1) {
+      emitIfElse(
+          b_.CreateICmpEQ(cols, i64(c.nr)),
+          [&] {
+            auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(c.lanes));
+            for (int64_t j = 0; j < c.nr; j += c.lanes)
+              b_.CreateAlignedStore(
+                  b_.CreateAlignedLoad(vty, b_.CreateConstInBoundsGEP1_64(f32, src, static_cast<uint64_t>(j)),
+                                       llvm::Align(4), "bpanel.row"),
+                  b_.CreateConstInBoundsGEP1_64(f32, dst, static_cast<uint64_t>(j)), llvm::Align(4));
+          },
+          [&] { copyPartialPanelRow(c, src, dst, cols); });
+      return;
+    }
+    copyPartialPanelRow(c, src, dst, cols);
+  }
+
+  void copyPartialPanelRow(const kir::Contraction& c, Value* src, Value* dst, Value* cols) {
     llvm::Type* f32 = b_.getFloatTy();
     emitLoop(
         i64(0), cols,

@@ -382,6 +382,36 @@ TEST(CompileJit, TileHintsSkipReadsConstantAlongTheRun) {
   EXPECT_EQ(prefetches(true), withoutBias);
 }
 
+// A run-time B packed a block at a time (a 1 x 1 conv's channel planes, 729 pixels: 22 whole panels
+// and a 25-column edge) copies each whole panel row as vector moves (`bpanel.row`): as a scalar loop,
+// LLVM had made it a call to memcpy per 128-byte row. The product is float64's.
+TEST(CompileJit, WholePanelRowsOfBArePackedAsVectors) {
+  constexpr int64_t cin = 128, cout = 32, h = 27, w = 27;
+  std::mt19937 rng(14);
+  const Tensor weights = randomTensor(DType::F32, Shape{cout, cin, 1, 1}, rng, -1, 1);
+  Graph g;
+  GraphBuilder b(g);
+  Value* x = b.input("x", DType::F32, Shape{1, cin, h, w});
+  b.output(b.op(OpKind::Conv, {x, b.constant(weights, "w")}));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& r = (*model)->report();
+  ASSERT_NE(r.kernelIr.find(" direct "), std::string::npos) << r.kernelIr;  // B is the activation, read by rows
+  EXPECT_NE(r.llvmIr.find("%bpanel.row"), std::string::npos) << r.llvmIr;
+  const Tensor xs = randomTensor(DType::F32, Shape{1, cin, h, w}, rng, -1, 1);
+  Expected<std::vector<Tensor>> got = model.value()->run({xs});
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  Tensor want(DType::F32, Shape{1, cout, h, w});
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t pixel = 0; pixel < h * w; ++pixel) {
+      double sum = 0;
+      for (int64_t c = 0; c < cin; ++c) sum += xs.getDouble(c * h * w + pixel) * weights.getDouble(o * cin + c);
+      want.setDouble(o * h * w + pixel, sum);
+    }
+  expectNear(got->front(), want, 1e-4, 1e-4, "1 x 1 conv");
+}
+
 // A Pad's rows shorter than LLVM's vector loop (7 points at ResNet's last stage) are split at the
 // border and vectorised by the kernel lowering itself (a piece's `.vec` loop), not left to masked
 // scalar loads; the copy is exact, the border zero.
