@@ -11,7 +11,8 @@
 // others' spans from their backs. So neighbouring chunks run on one thread (their output cache lines
 // are not shared between cores, their input streams stay sequential) even while a thief and the
 // owner share a span, and a descheduled or late thread's span is taken by the others: it never
-// holds up the caller unless it had already claimed a chunk.
+// holds up the caller unless it had already claimed a chunk — and when one keeps doing that for
+// milliseconds (another process took its core), the next jobs run on the caller alone.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
@@ -39,6 +40,11 @@ namespace {
 thread_local bool tlsInsideParallel = false;
 
 constexpr int kMaxThreads = 512;
+// A caller that waited this long for a worker, and four times what its own share took, saw a straggler
+// that lost its core; the pool then runs this many jobs on the caller alone (a few model runs), twice
+// as many after each straggler in a row, up to kMaxSoloJobs.
+constexpr std::chrono::microseconds kStragglerWait(500);
+constexpr int kSoloJobs = 256, kMaxSoloJobs = 1 << 16;
 
 int resolveNumThreads(int requested) {
   if (requested > 0) return std::min(requested, kMaxThreads);
@@ -123,6 +129,9 @@ struct ThreadPool::Impl {
   int slots = 0;
   int active = 0;
   bool stop = false;
+  // Guarded by submitMutex (see parallelFor): jobs left to run on the caller alone, the length of the
+  // next such stretch, and the jobs run with workers since the last straggler.
+  int soloJobs = 0, soloPeriod = kSoloJobs, cleanJobs = 0;
 
   // Before blocking on a condition variable, a thread polls for a short while: kernels come back to
   // back (tens of them per model run), and waking a sleeping thread costs tens of microseconds —
@@ -245,6 +254,14 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   }
 
   std::lock_guard<std::mutex> submit(impl_->submitMutex);
+  // After a job whose caller waited long on a straggler (below), the next jobs run on the caller
+  // alone: one thread beats two when one of them keeps losing its core.
+  if (impl_->soloJobs > 0) {
+    --impl_->soloJobs;
+    fn(0, total);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
   const int participants = static_cast<int>(std::min<int64_t>(numChunks, threads));
   Impl::Job job{&fn, total, chunk, numChunks, participants};
   {
@@ -262,6 +279,7 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   }
   impl_->workCv.notify_all();
   impl_->runChunks(job, 0);
+  const auto ran = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->jobOpen = false;
   if (impl_->active != 0) {
@@ -270,6 +288,22 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
     lock.lock();
   }
   impl_->doneCv.wait(lock, [&] { return impl_->active == 0; });
+  // A worker that loses its core while it holds a chunk (another process on it) keeps the caller
+  // waiting for the rest of that process's time slice, milliseconds, job after job: ResNet-18 at
+  // 64 x 64 with `yes` on one core took 4.1-5.5 ms at 2 threads against 3.5 at 1 (bench/NOTES.md).
+  // A wait that long, and four times the caller's own share, is not a late or larger chunk (ResNet-50's
+  // column blocks at 2 threads wait up to about their share: no such fallback in 60 runs): run the
+  // next jobs on the caller alone, then try the workers again.
+  // Each straggler in a row doubles the next solo stretch (a busy core stays busy: every probe of
+  // the workers costs a time slice); a run of kSoloJobs jobs without one resets it.
+  const auto waited = std::chrono::steady_clock::now() - ran;
+  if (waited >= kStragglerWait && waited > 4 * (ran - start)) {
+    impl_->soloJobs = impl_->soloPeriod;
+    impl_->soloPeriod = std::min(2 * impl_->soloPeriod, kMaxSoloJobs);
+    impl_->cleanJobs = 0;
+  } else if (++impl_->cleanJobs >= kSoloJobs) {
+    impl_->soloPeriod = kSoloJobs;
+  }
 }
 
 }  // namespace nnc::rt

@@ -1,7 +1,8 @@
 // A small thread pool for parallel loops. Workers poll briefly, then sleep on a condition variable;
 // work is cut into chunks, a contiguous span of them per thread, and a thread that has run its own
 // span steals from the back of the others', so a thread that loses its core to another process
-// delays only its current chunk: the others take the rest.
+// delays only its current chunk: the others take the rest. After a chunk held for milliseconds
+// past the caller's share, the pool runs the next jobs on the caller alone for a while.
 #pragma once
 
 #include <cstdint>

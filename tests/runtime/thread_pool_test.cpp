@@ -1,5 +1,6 @@
 // ThreadPool: every index visited exactly once, chunk sizes, inline fallbacks, nesting, concurrent
-// callers, thread-count resolution, and progress while another thread hogs a core.
+// callers, thread-count resolution, progress while another thread hogs a core, and the fallback to
+// the caller alone after a straggler.
 #include "runtime/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -246,6 +247,39 @@ TEST(ThreadPool, FinishesWhileAnotherThreadHogsACore) {
   EXPECT_TRUE(allCorrect);
   EXPECT_GT(spins.load(), 0u);
   EXPECT_LT(seconds, 300.0) << "300 loops took " << seconds << " s: the pool looks stuck";
+}
+
+// A worker that holds its chunk for milliseconds (as one whose core another process took) makes the
+// pool run the next 256 jobs on the caller alone; the job after them uses the worker again.
+TEST(ThreadPool, AStragglerMakesTheNextJobsRunOnTheCallerAlone) {
+  using Clock = std::chrono::steady_clock;
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  // Until a worker has run a chunk (at most a second): the caller's chunks wait for it.
+  auto jobWithAWorker = [&](auto onWorker) {
+    std::atomic<bool> workerRan{false};
+    pool.parallelFor(64, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != caller) {
+        workerRan = true;
+        onWorker();
+        return;
+      }
+      for (const auto until = Clock::now() + std::chrono::seconds(1); !workerRan && Clock::now() < until;)
+        std::this_thread::yield();
+    });
+    return workerRan.load();
+  };
+  // The worker's chunk outlasts four times the caller's whole share, and 500 us.
+  const auto start = Clock::now();
+  ASSERT_TRUE(jobWithAWorker([&] {
+    std::this_thread::sleep_for(8 * (Clock::now() - start) + std::chrono::milliseconds(2));
+  })) << "no worker joined within a second";
+  for (int job = 0; job < 256; ++job) {
+    std::atomic<int> offCaller{0};
+    pool.parallelFor(1024, 1, [&](int64_t, int64_t) { offCaller += std::this_thread::get_id() != caller; });
+    ASSERT_EQ(offCaller.load(), 0) << "job " << job << " after the straggler used a worker";
+  }
+  EXPECT_TRUE(jobWithAWorker([] {})) << "the 257th job after the straggler ran on the caller alone";
 }
 
 }  // namespace
