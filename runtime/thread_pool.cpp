@@ -258,7 +258,10 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   // alone: one thread beats two when one of them keeps losing its core.
   if (impl_->soloJobs > 0) {
     --impl_->soloJobs;
+    // As inside runChunks: a parallelFor from fn runs inline (it would wait on submitMutex, held here).
+    tlsInsideParallel = true;
     fn(0, total);
+    tlsInsideParallel = false;
     return;
   }
   const auto start = std::chrono::steady_clock::now();

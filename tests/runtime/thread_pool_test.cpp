@@ -275,9 +275,15 @@ TEST(ThreadPool, AStragglerMakesTheNextJobsRunOnTheCallerAlone) {
     std::this_thread::sleep_for(8 * (Clock::now() - start) + std::chrono::milliseconds(2));
   })) << "no worker joined within a second";
   for (int job = 0; job < 256; ++job) {
-    std::atomic<int> offCaller{0};
-    pool.parallelFor(1024, 1, [&](int64_t, int64_t) { offCaller += std::this_thread::get_id() != caller; });
+    std::atomic<int> offCaller{0}, nested{0};
+    pool.parallelFor(1024, 1, [&](int64_t, int64_t) {
+      offCaller += std::this_thread::get_id() != caller;
+      if (job == 0) pool.parallelFor(64, 1, [&](int64_t begin, int64_t end) { nested += end - begin; });
+    });
     ASSERT_EQ(offCaller.load(), 0) << "job " << job << " after the straggler used a worker";
+    if (job == 0) {
+      ASSERT_EQ(nested.load(), 64) << "a nested call in a job run on the caller alone";
+    }
   }
   EXPECT_TRUE(jobWithAWorker([] {})) << "the 257th job after the straggler ran on the caller alone";
 }
