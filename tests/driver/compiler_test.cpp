@@ -382,6 +382,38 @@ TEST(CompileJit, TileHintsSkipReadsConstantAlongTheRun) {
   EXPECT_EQ(prefetches(true), withoutBias);
 }
 
+// A whole transposed tile's epilogue (bias, residual, ReLU) runs as one vector per column along the
+// tile's rows, stored masked to its 14 (AVX-512) rows (`epi.tcol`). 14 x 14 pixels are 14 whole
+// tiles, the last ending at the image's end, too near it for a full vector's reads: that one keeps
+// the scalar epilogue. Both match float64.
+TEST(CompileJit, WholeTransposedTilesRunTheirEpilogueAsVectors) {
+  constexpr int64_t cin = 8, cout = 64, h = 14, w = 14;
+  std::mt19937 rng(15);
+  const Tensor weights = randomTensor(DType::F32, Shape{cout, cin, 3, 3}, rng, -1, 1);
+  const Tensor bias = randomTensor(DType::F32, Shape{cout}, rng, -1, 1);
+  Graph g;
+  GraphBuilder b(g);
+  Value* x = b.input("x", DType::F32, Shape{1, cin, h, w});
+  Value* residual = b.input("r", DType::F32, Shape{1, cout, h, w});
+  Attributes attrs;
+  attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  Value* conv = b.op(OpKind::Conv, {x, b.constant(weights, "w"), b.constant(bias, "b")}, attrs);
+  b.output(b.op(OpKind::Relu, {b.op(OpKind::Add, {conv, residual})}));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, optionsAt(2));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const CompileReport& r = (*model)->report();
+  ASSERT_NE(r.kernelIr.find(" transposed "), std::string::npos) << r.kernelIr;
+  EXPECT_NE(r.llvmIr.find("%epi.tcol"), std::string::npos) << r.llvmIr;
+  const Tensor xs = randomTensor(DType::F32, Shape{1, cin, h, w}, rng, -1, 1);
+  const Tensor rs = randomTensor(DType::F32, Shape{1, cout, h, w}, rng, -1, 1);
+  Expected<std::vector<Tensor>> got = model.value()->run({xs, rs});
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  Tensor want = conv3x3Reference(xs, weights, &bias, &rs);
+  for (int64_t i = 0; i < want.numel(); ++i) want.setDouble(i, std::max(0.0, want.getDouble(i)));
+  expectNear(got->front(), want, 1e-4, 1e-4, "conv + bias + residual + relu");
+}
+
 // A run-time B packed a block at a time (a 1 x 1 conv's channel planes, 729 pixels: 22 whole panels
 // and a 25-column edge) copies each whole panel row as vector moves (`bpanel.row`): as a scalar loop,
 // LLVM had made it a call to memcpy per 128-byte row. The product is float64's.
