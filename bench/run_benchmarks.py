@@ -42,6 +42,14 @@ WARMUP_MS = 100
 # after the wait for the other runtimes' threads to stop, the second core is coming out of idle (the
 # batch-1 MLP at 2 threads read 0.056 ms instead of 0.013 with one untimed run).
 SWITCH_WARMUP_MS = 20
+# Each contender is timed for at least --min-seconds in all, in rounds of about this long (at least
+# --rounds of them): this VM's speed steps between levels (SqueezeNet at 1 thread: 5.5, 7.0, 8.3 or
+# 10.5 ms per run) from one tenth of a second to the next, with no steal time reported. 20 runs of a
+# few milliseconds each, in 10 rounds, sampled a state or two: the same code read 1.14 and 0.74 against
+# ORT in two runs minutes apart (bench/NOTES.md, 2026-11-29, sixteenth session). Short rounds put the
+# contenders of a round in the same state, and many of them let each contender meet every state.
+ROUND_MS = 100
+MAX_ROUNDS = 60
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
 STEAL_PERCENT_LIMIT = 5.0  # per vCPU, during one measurement: a VM neighbour took a core
@@ -424,7 +432,7 @@ def ort_session(workload, level, threads):
     return (lambda: sess.run_with_iobinding(binding)), bound, outputs
 
 
-def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5):
+def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5, min_seconds=0.0):
     """nnc eager and fused (an `nnc bench --serve` process, which times its own runs), ORT with all and
     with no graph optimisations (in this process): warmed up, then `rounds` rounds, each running every
     contender in turn (the order reversed every other round), SWITCH_WARMUP_MS of untimed runs (at least
@@ -435,7 +443,10 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5)
     (`paired`: the median over rounds of one contender's round median over another's): a VM whose
     speed changes by 1.5x from one ten-second stretch to the next (the Sapphire Rapids-class box,
     2026-11-29) moves both sides of a round alike, where the medians of all runs can each land in a
-    different stretch."""
+    different stretch.
+
+    `iterations` and `rounds` are minimums: with min_seconds, the runs per contender are raised to last that
+    long at the rate ORT ran its warm-up, split in rounds of about ROUND_MS (both recorded in the result)."""
     cmd = [nnc, "bench", workload["onnx"], "--serve", f"--warmup={warmup}", f"--warmup-ms={WARMUP_MS}",
            f"--threads={threads}"] + NNC_ARTIFACT_FLAGS
     for input_name, (_, pb) in workload["inputs"].items():
@@ -447,14 +458,17 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5)
             proc.kill()
             return {"error": (proc.stderr.read() or line).strip()[-500:], "command": " ".join(cmd)}
         ready = json.loads(line)
-        ort_runs, reference = {}, None
+        ort_runs, reference, run_ms = {}, None, None
         for key, level in (("ort_all", ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
                            ("ort_none", ort.GraphOptimizationLevel.ORT_DISABLE_ALL)):
             run, bound, outputs = ort_session(workload, level, threads)
-            warm_until, i = time.perf_counter() + WARMUP_MS / 1e3, 0
+            warm_start = time.perf_counter()
+            warm_until, i = warm_start + WARMUP_MS / 1e3, 0
             while i < warmup or time.perf_counter() < warm_until:  # as nnc bench and torch_worker.py do
                 run()
                 i += 1
+            if run_ms is None:
+                run_ms = (time.perf_counter() - warm_start) * 1e3 / i
             ort_runs[key] = (run, bound, outputs)
             if reference is None:
                 reference = outputs[0]
@@ -489,6 +503,10 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5)
             close_round(key, n)
 
         contenders = [nnc_round, lambda n: ort_round("ort_all", n), lambda n: ort_round("ort_none", n)]
+        if min_seconds > 0:
+            iterations = max(iterations, math.ceil(min_seconds * 1e3 / run_ms))
+            rounds = max(rounds, min(MAX_ROUNDS, iterations, round(iterations * run_ms / ROUND_MS)))
+        rounds = min(rounds, iterations)
         per_round = max(1, iterations // rounds)
         with Measurement(cores) as m:
             done, r = 0, 0
@@ -518,6 +536,7 @@ def run_interleaved(nnc, workload, iterations, warmup, threads, cores, rounds=5)
                      "ort_all_over_nnc_fused": paired("ort_all", "nnc_fused"),
                      "nnc_eager_over_nnc_fused": paired("nnc_eager", "nnc_fused")}
     out["nnc_command"] = " ".join(cmd)
+    out["iterations"], out["rounds"] = iterations, len(round_medians["nnc_fused"])
     return out, reference
 
 
@@ -637,9 +656,12 @@ def markdown(result):
         f"column), numpy {info['numpy']}.",
         f"Method: {result['threads']} threads for every runtime; {result['warmup']} warm-up run(s), and "
         f"{result.get('warmup_ms', 0)} ms of them at least, then "
-        f"{result['iterations']} timed runs ({result['slow_iterations']} for ResNet-18 and MobileNetV2); "
-        f"identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in {result.get('rounds', 5)} "
-        f"rounds, PyTorch after them. Cells are median ms (p10–p90). nnc times exclude compilation; {artifact}. "
+        f"{result['iterations']} timed runs ({result['slow_iterations']} for the slow models)"
+        + (f", raised to last at least {result['min_seconds']:g} s per contender" if result.get("min_seconds") else "")
+        + "; identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in "
+        + (f"rounds of about {result['round_ms']} ms (at least {result['rounds']}; counts per workload below)"
+           if result.get("min_seconds") else f"{result.get('rounds', 5)} rounds")
+        + f", PyTorch after them. Cells are median ms (p10–p90). nnc times exclude compilation; {artifact}. "
         "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
         "than ORT with all graph optimisations; in parentheses, each ratio paired round by round (the median over "
         "the rounds of the two contenders' round medians), which a change of the machine's speed between rounds "
@@ -673,7 +695,8 @@ def markdown(result):
     if summary:
         lines += [summary, ""]
     for w in rows:
-        lines.append(f"- `{w['name']}`: {w['description']}.")
+        timed = f" {w['iterations']} timed runs per contender in {w['rounds']} rounds." if w.get("rounds") else ""
+        lines.append(f"- `{w['name']}`: {w['description']}.{timed}")
         for key, m in w["measurements"].items():
             if isinstance(m, dict) and "error" in m:
                 lines.append(f"  - {key} failed: `{m['error'].splitlines()[-1] if m['error'] else 'no message'}`")
@@ -767,6 +790,9 @@ def main():
     p.add_argument("--rounds", type=int, default=5,
                    help="interleaved rounds per workload (iterations / rounds timed runs per contender each)")
     p.add_argument("--slow-iterations", type=int, default=10, help="iterations for ResNet-18 and MobileNetV2")
+    p.add_argument("--min-seconds", type=float, default=2.0,
+                   help="time each contender for at least this long per workload, in rounds of about "
+                        f"{ROUND_MS} ms (raises --iterations and --rounds; 0: exactly those)")
     p.add_argument("--threads", type=int, default=cores)
     p.add_argument("--only", default="", help="comma-separated workload names")
     p.add_argument("--skip-torch", action="store_true")
@@ -793,7 +819,8 @@ def main():
                     "python": platform.python_version()},
         "nnc_artifact": "jit" if args.nnc_jit else "so",
         "threads": args.threads, "iterations": args.iterations, "warmup": args.warmup, "warmup_ms": WARMUP_MS,
-        "slow_iterations": args.slow_iterations, "rounds": args.rounds, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
+        "slow_iterations": args.slow_iterations, "rounds": args.rounds, "min_seconds": args.min_seconds,
+        "round_ms": ROUND_MS, "load_per_core_limit": LOAD_PER_CORE_LIMIT,
         "load_start": load_average(), "workloads": [],
     }
     start = time.time()
@@ -803,21 +830,23 @@ def main():
         ms = {}
         print(f"[{time.time() - start:6.1f}s] {w['name']} ({iters} iterations, load {fmt_load(load_average())})",
               flush=True)
-        nnc, reference = run_interleaved(args.nnc, w, iters, args.warmup, args.threads, cores, args.rounds)
+        nnc, reference = run_interleaved(args.nnc, w, iters, args.warmup, args.threads, cores, args.rounds,
+                                         args.min_seconds)
         if "error" in nnc:
             sys.exit(f"run_benchmarks: {w['name']}: nnc bench failed: {nnc['error']}\n  {nnc['command']}")
         for key in ("nnc_eager", "nnc_fused", "ort_all", "ort_none"):
             ms[key] = nnc[key]
         if torch_ver:
-            ms["torch"] = run_torch(w, iters, args.warmup, args.threads, cores, reference.astype(np.float64))
+            ms["torch"] = run_torch(w, nnc.get("iterations", iters), args.warmup, args.threads, cores, reference.astype(np.float64))
             # PyTorch's OpenMP pool spin-waits at barriers; on an oversubscribed machine its multi-threaded
             # time can collapse, so a single-thread run shows what the kernels themselves cost.
             if args.threads != 1:
-                ms["torch_1t"] = run_torch(w, iters, args.warmup, 1, cores, reference.astype(np.float64))
+                ms["torch_1t"] = run_torch(w, nnc.get("iterations", iters), args.warmup, 1, cores, reference.astype(np.float64))
         for key, m in ms.items():
             print(f"    {key:10s} {cell(m)}" + (f"  {m['error']}" if "error" in m else ""), flush=True)
         result["workloads"].append({"name": w["name"], "kind": w["kind"], "description": w["description"],
-                                    "iterations": iters, "measurements": ms, "paired": nnc.get("paired"),
+                                    "iterations": nnc.get("iterations", iters), "rounds": nnc.get("rounds"),
+                                    "measurements": ms, "paired": nnc.get("paired"),
                                     "nnc_command": nnc.get("nnc_command") or nnc.get("command")})
     if not args.skip_degradation and (not only or "model_resnet18" in only):
         print(f"[{time.time() - start:6.1f}s] thread degradation (ResNet-18, --threads=2, yes hog)", flush=True)
