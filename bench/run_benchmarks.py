@@ -50,6 +50,11 @@ SWITCH_WARMUP_MS = 20
 # contenders of a round in the same state, and many of them let each contender meet every state.
 ROUND_MS = 100
 MAX_ROUNDS = 60
+# With fewer threads than cores, every contender runs on the same cores (the first `threads` of this
+# process's CPUs; --no-pin: wherever the scheduler puts them). Unpinned, the 1-thread nnc process and
+# the Python process running ORT sat on different vCPUs, and this VM's vCPUs slow down independently:
+# nnc read 7.98-8.36 ms on SqueezeNet for a whole workload (21 rounds) while ORT read 5.4-7.0, paired
+# 0.73, against 1.09 in the run before (bench/NOTES.md, sixteenth session).
 # Above this 1-minute load average per core a measurement is not trustworthy (the brief's threshold).
 LOAD_PER_CORE_LIMIT = 0.5
 STEAL_PERCENT_LIMIT = 5.0  # per vCPU, during one measurement: a VM neighbour took a core
@@ -661,6 +666,7 @@ def markdown(result):
         + "; identical input tensors; nnc (eager, fused) and ORT (all, no opts) interleaved in "
         + (f"rounds of about {result['round_ms']} ms (at least {result['rounds']}; counts per workload below)"
            if result.get("min_seconds") else f"{result.get('rounds', 5)} rounds")
+        + (f", all pinned to CPU {', '.join(map(str, result['pinned_cpus']))}" if result.get("pinned_cpus") else "")
         + f", PyTorch after them. Cells are median ms (p10–p90). nnc times exclude compilation; {artifact}. "
         "`fused vs eager` = nnc eager median / nnc fused median; `ORT / nnc fused` > 1 means nnc fused is faster "
         "than ORT with all graph optimisations; in parentheses, each ratio paired round by round (the median over "
@@ -798,6 +804,8 @@ def main():
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--skip-degradation", action="store_true")
     p.add_argument("--skip-compile-times", action="store_true", help="no compile-time table")
+    p.add_argument("--no-pin", action="store_true",
+                   help="with fewer --threads than cores, do not pin every contender to the same cores")
     p.add_argument("--nnc-jit", action="store_true",
                    help="time nnc's in-process JIT instead of the model.so files `nnc MODEL.onnx -o MODEL.so` writes")
     p.add_argument("--date", default=datetime.date.today().isoformat(), help="result file name stem")
@@ -825,6 +833,11 @@ def main():
     }
     start = time.time()
     workloads = prepare_workloads(args.models, args.work, only)
+    all_cpus = sorted(os.sched_getaffinity(0))
+    pinned = all_cpus[:args.threads] if args.threads < len(all_cpus) and not args.no_pin else None
+    result["pinned_cpus"] = pinned
+    if pinned:  # inherited by nnc bench, ORT's threads and the PyTorch worker
+        os.sched_setaffinity(0, pinned)
     for w in workloads:
         iters = args.slow_iterations if w["name"] in SLOW_WORKLOADS else args.iterations
         ms = {}
@@ -848,6 +861,8 @@ def main():
                                     "iterations": nnc.get("iterations", iters), "rounds": nnc.get("rounds"),
                                     "measurements": ms, "paired": nnc.get("paired"),
                                     "nnc_command": nnc.get("nnc_command") or nnc.get("command")})
+    if pinned:
+        os.sched_setaffinity(0, all_cpus)  # the hog test and the compile times use the whole machine
     if not args.skip_degradation and (not only or "model_resnet18" in only):
         print(f"[{time.time() - start:6.1f}s] thread degradation (ResNet-18, --threads=2, yes hog)", flush=True)
         result["thread_degradation"] = thread_degradation(args.nnc, args.models, args.slow_iterations, args.warmup,
