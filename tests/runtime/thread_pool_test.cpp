@@ -255,24 +255,31 @@ TEST(ThreadPool, AStragglerMakesTheNextJobsRunOnTheCallerAlone) {
   using Clock = std::chrono::steady_clock;
   ThreadPool pool(2);
   const std::thread::id caller = std::this_thread::get_id();
-  // Until a worker has run a chunk (at most a second): the caller's chunks wait for it.
+  // Until a worker has run a chunk (at most a second per chunk): the caller's chunks wait for it,
+  // then count their items for onWorker, which gets the number of items the caller will run.
   auto jobWithAWorker = [&](auto onWorker) {
     std::atomic<bool> workerRan{false};
-    pool.parallelFor(64, 1, [&](int64_t, int64_t) {
+    std::atomic<int64_t> callerItems{0};
+    pool.parallelFor(64, 1, [&](int64_t begin, int64_t end) {
       if (std::this_thread::get_id() != caller) {
         workerRan = true;
-        onWorker();
+        onWorker(callerItems, 64 - (end - begin));
         return;
       }
       for (const auto until = Clock::now() + std::chrono::seconds(1); !workerRan && Clock::now() < until;)
         std::this_thread::yield();
+      callerItems += end - begin;
     });
     return workerRan.load();
   };
-  // The worker's chunk outlasts four times the caller's whole share, and 500 us.
+  // The worker's chunk outlasts four times the caller's whole share, and 500 us: it waits until the
+  // caller has run every other item (however long a loaded machine made that: timed from before the
+  // job, the caller's share could outgrow a fixed sleep, and CI saw this test fail once), then sleeps
+  // eight times as long as the job has taken, and 20 ms.
   const auto start = Clock::now();
-  ASSERT_TRUE(jobWithAWorker([&] {
-    std::this_thread::sleep_for(8 * (Clock::now() - start) + std::chrono::milliseconds(2));
+  ASSERT_TRUE(jobWithAWorker([&](const std::atomic<int64_t>& callerItems, int64_t others) {
+    while (callerItems.load() < others) std::this_thread::yield();
+    std::this_thread::sleep_for(8 * (Clock::now() - start) + std::chrono::milliseconds(20));
   })) << "no worker joined within a second";
   for (int job = 0; job < 256; ++job) {
     std::atomic<int> offCaller{0}, nested{0};
@@ -285,7 +292,8 @@ TEST(ThreadPool, AStragglerMakesTheNextJobsRunOnTheCallerAlone) {
       ASSERT_EQ(nested.load(), 64) << "a nested call in a job run on the caller alone";
     }
   }
-  EXPECT_TRUE(jobWithAWorker([] {})) << "the 257th job after the straggler ran on the caller alone";
+  EXPECT_TRUE(jobWithAWorker([](const std::atomic<int64_t>&, int64_t) {}))
+      << "the 257th job after the straggler ran on the caller alone";
 }
 
 }  // namespace
