@@ -849,16 +849,17 @@ def main():
             sys.exit(f"run_benchmarks: {w['name']}: nnc bench failed: {nnc['error']}\n  {nnc['command']}")
         for key in ("nnc_eager", "nnc_fused", "ort_all", "ort_none"):
             ms[key] = nnc[key]
+        timed = nnc.get("iterations", iters)  # raised by --min-seconds
         if torch_ver:
-            ms["torch"] = run_torch(w, nnc.get("iterations", iters), args.warmup, args.threads, cores, reference.astype(np.float64))
+            ms["torch"] = run_torch(w, timed, args.warmup, args.threads, cores, reference.astype(np.float64))
             # PyTorch's OpenMP pool spin-waits at barriers; on an oversubscribed machine its multi-threaded
             # time can collapse, so a single-thread run shows what the kernels themselves cost.
             if args.threads != 1:
-                ms["torch_1t"] = run_torch(w, nnc.get("iterations", iters), args.warmup, 1, cores, reference.astype(np.float64))
+                ms["torch_1t"] = run_torch(w, timed, args.warmup, 1, cores, reference.astype(np.float64))
         for key, m in ms.items():
             print(f"    {key:10s} {cell(m)}" + (f"  {m['error']}" if "error" in m else ""), flush=True)
         result["workloads"].append({"name": w["name"], "kind": w["kind"], "description": w["description"],
-                                    "iterations": nnc.get("iterations", iters), "rounds": nnc.get("rounds"),
+                                    "iterations": timed, "rounds": nnc.get("rounds"),
                                     "measurements": ms, "paired": nnc.get("paired"),
                                     "nnc_command": nnc.get("nnc_command") or nnc.get("command")})
     if pinned:

@@ -38,6 +38,14 @@ namespace {
 // Set while a thread runs chunks of some pool's job: a parallelFor from inside runs inline, which
 // keeps nested loops correct and avoids deadlocking on the pool's own workers.
 thread_local bool tlsInsideParallel = false;
+// Marks the thread as running a job's work for its lifetime: a parallelFor from that work runs inline.
+struct InsideParallel {
+  bool was = tlsInsideParallel;
+  InsideParallel() { tlsInsideParallel = true; }
+  ~InsideParallel() { tlsInsideParallel = was; }
+  InsideParallel(const InsideParallel&) = delete;
+  InsideParallel& operator=(const InsideParallel&) = delete;
+};
 
 constexpr int kMaxThreads = 512;
 // A caller that waited this long for a worker, and four times what its own share took, saw a straggler
@@ -149,8 +157,7 @@ struct ThreadPool::Impl {
   }
 
   void runChunks(const Job& j, int self) {
-    bool wasInside = tlsInsideParallel;
-    tlsInsideParallel = true;
+    const InsideParallel inside;
     for (int k = 0; k < j.participants; ++k) {
       Span& span = spans[static_cast<size_t>((self + k) % j.participants)];
       for (int64_t c; (c = span.claim(/*fromBack=*/k != 0)) >= 0;) {
@@ -159,7 +166,6 @@ struct ThreadPool::Impl {
         (*j.fn)(begin, end);
       }
     }
-    tlsInsideParallel = wasInside;
   }
 
   void workerLoop() {
@@ -259,9 +265,8 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   if (impl_->soloJobs > 0) {
     --impl_->soloJobs;
     // As inside runChunks: a parallelFor from fn runs inline (it would wait on submitMutex, held here).
-    tlsInsideParallel = true;
+    const InsideParallel inside;
     fn(0, total);
-    tlsInsideParallel = false;
     return;
   }
   const auto start = std::chrono::steady_clock::now();
