@@ -1,5 +1,5 @@
 // The compiler driver: passes -> partition -> plan + kernels -> the target's code generation (LLVM
-// for cpu, CUDA C++ + NVRTC for cuda; driver/target.h) -> JIT handle or model.so.
+// for cpu, CUDA C++ + NVRTC for cuda; targets/target.h) -> JIT handle or model.so.
 #include "driver/compiler.h"
 
 #include <fcntl.h>
@@ -18,12 +18,12 @@
 #include <sstream>
 
 #include "driver/plan_builder.h"
-#include "driver/runtime_files.h"
-#include "driver/target.h"
 #include "ir/printer.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
 #include "runtime/model_handle.h"
+#include "targets/runtime_files.h"
+#include "targets/target.h"
 
 namespace nnc {
 
@@ -34,6 +34,9 @@ passes::PipelineOptions pipelineOptions(const CompileOptions& o, const Target& t
   p.optLevel = o.optLevel;
   p.targetPasses = target.passes();
   p.disabledPasses = o.disabledPasses;
+  // Another target's pass is a name --disable-pass may give too (it then disables nothing here).
+  if (!o.disabledPasses.empty())
+    for (const PassListing& listing : allPasses()) p.otherPassNames.push_back(listing.info.name);
   p.printAfterAll = o.printAfterAll;
   p.timePasses = o.timePasses;
   p.verifyEachPass = o.verifyEachPass;
@@ -110,15 +113,16 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
   NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipelineOptions(options, target)));
   LoweringOptions lowering;
   lowering.fuse = options.optLevel > 0;
+  lowering.faultNode = options.faultNode;
   {
     PhaseTimer timer(options, "[fuse and lower]");
     NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, target, lowering));
     for (kir::Kernel& k : program.lowered.kernels) target.rewriteKernel(k);
-    // A rewrite may regroup a loop kernel's outer points (kir/stencil_rows.h: S pixels per point):
+    // A rewrite may regroup a loop kernel's outer points (targets/cpu/stencil_rows.h: S pixels per point):
     // its step splits the new count, each point that much more work.
     std::map<std::string, const kir::Kernel*> rewritten;
     for (const kir::Kernel& k : program.lowered.kernels)
-      if (!k.contraction && !k.attention) rewritten[k.name] = &k;  // (those count tasks)
+      if (k.isLoopNest()) rewritten[k.name] = &k;  // (the other kinds count their own tasks)
     for (rt::Step& step : program.lowered.plan.steps) {
       auto it = step.kind == rt::StepKind::Kernel ? rewritten.find(step.name) : rewritten.end();
       if (it == rewritten.end() || it->second->outer.size() == step.outerSize || it->second->outer.size() == 0)
@@ -147,18 +151,9 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     for (int32_t b : step.args) cost.bytes += program.lowered.plan.buffers[b].size;
     program.report.bytesMoved += cost.bytes;
     auto k = kernelsByName.find(step.name);
-    if (step.kind == rt::StepKind::Kernel && k != kernelsByName.end() && k->second->contraction) {
-      const kir::Contraction& c = *k->second->contraction;
-      cost.flops = 2.0 * static_cast<double>(c.batch) * static_cast<double>(c.m) * static_cast<double>(c.n) *
-                   static_cast<double>(c.k);
-      cost.shape = std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
-                   std::to_string(c.k) + " tile " + std::to_string(c.mr) + "x" + std::to_string(c.nr);
-    } else if (step.kind == rt::StepKind::Kernel && k != kernelsByName.end() && k->second->attention) {
-      const kir::Attention& a = *k->second->attention;  // its two products; the softmax is not counted
-      cost.flops = 2.0 * static_cast<double>(a.batch) * static_cast<double>(a.lq) * static_cast<double>(a.lk) *
-                   static_cast<double>(a.d + a.dv);
-      cost.shape = "attention " + std::to_string(a.batch) + "x" + std::to_string(a.lq) + "x" + std::to_string(a.lk) +
-                   " d " + std::to_string(a.d) + "/" + std::to_string(a.dv);
+    if (step.kind == rt::StepKind::Kernel && k != kernelsByName.end()) {
+      cost.flops = k->second->flops();
+      cost.shape = k->second->summary();
     }
     program.report.steps.push_back(std::move(cost));
   }
@@ -195,7 +190,7 @@ class JitModel final : public CompiledModel {
       nnc_tensor_info info;
       if (nnc_model_output_info(handle_, i, &info) != NNC_OK) return Status::error(nnc_model_last_error(handle_));
       std::optional<DType> dt = dtypeFromOnnx(info.dtype);
-      if (!dt) return Status::error("internal: output dtype");
+      NNC_CHECK(dt, "a model output of ONNX dtype " + std::to_string(info.dtype) + " nnc does not know");
       outputs.emplace_back(*dt, Shape(std::vector<int64_t>(info.shape, info.shape + info.rank)));
     }
     for (size_t i = 0; i < numOut; ++i) {
@@ -261,13 +256,6 @@ std::string hostCompiler() {
 }
 
 }  // namespace
-
-Status writeFile(const std::string& path, const void* data, size_t size) {
-  std::ofstream f(path, std::ios::binary);
-  if (size) f.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!f) return Status::error("cannot write '" + path + "'");
-  return Status::ok();
-}
 
 Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report) {
   (void)report;

@@ -1,110 +1,12 @@
-// The compiler as a library: options, the pipeline, and its two products — an in-process model
-// (JIT through ORC) and a self-contained model.so (object file + runtime, linked by the system
-// toolchain). The C++ API users call is this header plus ir/builder.h.
+// The compiler as a library, beyond the public API of nnc/compiler.h: what the command line and the
+// tests use.
 #pragma once
 
-#include <memory>
-#include <ostream>
-#include <string>
-#include <vector>
-
 #include "ir/graph.h"
-#include "ir/status.h"
-#include "ir/tensor.h"
-#include "nnc/model.h"
+#include "nnc/compiler.h"
 
 namespace nnc {
 
-struct CompileOptions {
-  int optLevel = 2;               // 0: eager (one kernel per op), 1-3: fused
-  std::string target = "cpu";     // a target of driver/target.h: cpu | cuda
-  std::string gpuArch = "sm_90";  // cuda: the real architecture NVRTC compiles the cubin for (PTX rides along)
-  // cuda: f32 GEMMs may round their inputs to TF32 on the tensor cores (faster, about 1e-3 relative
-  // error). Off by default: fp32 is exact fp32, as ONNX specifies.
-  bool allowTf32 = false;
-  std::vector<std::string> disabledPasses;
-  bool printAfterAll = false;  // print the graph after every pass that changed it
-  bool timePasses = false;
-  bool verifyEachPass = false;  // on in tests and debug builds
-  int numThreads = 0;           // JIT handles: 0 = one per core
-  // cpu: the smallest intermediate tensor a row pipeline forms for (driver/row_pipelines.h); -1: half
-  // of the host's L2 (tests lower it to run small graphs through pipelines).
-  int64_t rowPipelineMinBytes = -1;
-  nnc_cuda_graphs cudaGraphs = NNC_CUDA_GRAPHS_DEFAULT;  // JIT handles of target cuda (nnc_options.cuda_graphs)
-  std::ostream* log = nullptr;                           // where -v, --print-after-all and --time-passes write
-  // Where the files a model.so is linked from are (runtime archives, version script): empty searches
-  // $NNC_RUNTIME_DIR, <executable>/../lib/nnc, then the build tree (driver/runtime_files.h). A
-  // program built against an installed nnc (find_package(nnc)) passes NNC_RUNTIME_DIR, which the
-  // package defines.
-  std::string runtimeDir;
-};
-
-// What a compile produced, for --emit and nnc bench.
-struct CompileReport {
-  std::string irBefore;    // --emit=ir
-  std::string irAfter;     // --emit=fused-ir
-  std::string kernelIr;    // every kernel's kernel IR
-  std::string plan;        // --emit=plan: rt::printPlan of the final plan (target mappings included)
-  std::string llvmIr;      // --emit=llvm (after optimisation)
-  std::string cudaSource;  // --emit=cuda (target cuda): the kernels' CUDA C++ translation unit
-  std::string ptx;         // --emit=ptx (target cuda): NVRTC's PTX for gpuArch
-  std::string dot;         // --dump-graph
-  int numKernels = 0;
-  int numBuiltins = 0;      // host builtin steps (TopK)
-  int numLibraryCalls = 0;  // library steps (cuda: cuBLASLt GEMMs)
-  uint64_t arenaBytes = 0;
-  uint64_t weightBytes = 0;
-  uint64_t bytesMoved = 0;  // sum over steps of the bytes their buffers hold (reads + writes)
-  // Per plan step (same order as the plan's steps): what it costs, for `nnc bench --per-kernel`.
-  struct StepCost {
-    std::string name;    // kernel / builtin / library symbol
-    std::string origin;  // the graph nodes it computes
-    double flops = 0;    // floating-point operations of a contraction (2 m n k per batch); 0 otherwise
-    uint64_t bytes = 0;  // bytes of the buffers it reads and writes
-    std::string shape;   // a contraction's "batch x m x n x k" and tile; empty otherwise
-  };
-  std::vector<StepCost> steps;
-  // The fusion report (`nnc explain`): each kernel group (one or more plan steps) with the graph nodes
-  // fused into it, and every value that crosses groups — a round trip through memory — with why the
-  // fusion policy kept the two apart.
-  struct Group {
-    std::string kind;                // "loops", "contraction", "attention", "library call", "...
-    std::vector<std::string> nodes;  // node names (the ONNX names; passes derive names for nodes they add)
-    std::vector<std::string> ops;    // each node's op
-    std::vector<size_t> steps;       // indices into `steps`
-  };
-  struct Cut {
-    std::string value;        // the value written by one group and read by another
-    uint64_t bytes = 0;       // its size
-    size_t from = 0, to = 0;  // group indices
-    std::string consumer;     // the node of group `to` that reads it
-    std::string reason;       // why not fused (the policy's FusionDecision texts)
-  };
-  std::vector<Group> groups;
-  std::vector<Cut> cuts;
-};
-
-// An in-process compiled model; runs on host buffers.
-class CompiledModel {
- public:
-  virtual ~CompiledModel() = default;
-  virtual nnc_model* handle() = 0;  // the same C ABI handle a model.so gives
-  // Convenience for C++ callers: inputs in model-input order; outputs allocated and returned.
-  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) = 0;
-  virtual const CompileReport& report() const = 0;
-};
-
-// Runs the pipeline on `graph` (modified in place) and JIT-compiles it. For target cuda the kernels
-// are compiled by NVRTC and run on the GPU; without a driver/GPU this fails with
-// "no CUDA driver/GPU: <reason>" (after compiling, so the kernels are checked).
-Expected<std::unique_ptr<CompiledModel>> compileJit(Graph& graph, const CompileOptions& options);
-// Runs the pipeline and writes a shared library to outputPath (atomically: no partial file).
-Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const std::string& outputPath,
-                              CompileReport* report = nullptr);
-// The pipeline and code generation for options.target, filling *report (--emit), without creating
-// anything runnable: needs no GPU for target cuda. Without `generateCode` it stops after lowering
-// (the plan, kernel IR and fusion report are filled; llvmIr, cudaSource and ptx stay empty).
-Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report, bool generateCode = true);
 // Only the passes (for --emit=ir/fused-ir and tests).
 Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report = nullptr);
 

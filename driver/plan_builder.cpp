@@ -4,17 +4,15 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cstring>
 #include <map>
-#include <tuple>
+#include <utility>
 
-#include "driver/target.h"
 #include "ir/check_result.h"
-#include "ir/lower_contraction.h"
 #include "ir/op_registry.h"
 #include "passes/fusion.h"
 #include "passes/memory_plan.h"
+#include "targets/target.h"
 
 namespace nnc {
 
@@ -43,12 +41,11 @@ std::string originOf(const KernelGroup& g) {
   return s;
 }
 
-// Test-only fault injection: with NNC_FAULT_NODE=<node name>, the loop kernels of the group holding
-// that node add 1 to every floating-point value they store, so that the tests of `nnc bisect` can
-// check that it names the right group. Never set outside those tests.
-void injectFault(const KernelGroup& group, kir::Kernel& k) {
-  const char* faulty = std::getenv("NNC_FAULT_NODE");
-  if (!faulty || !*faulty) return;
+// Test-only fault injection (LoweringOptions::faultNode): the loop kernels of the group holding that
+// node add 1 to every floating-point value they store, so that the tests of `nnc bisect` can check
+// that it names the right group.
+void injectFault(const std::string& faulty, const KernelGroup& group, kir::Kernel& k) {
+  if (faulty.empty() || !k.isLoopNest()) return;
   if (std::none_of(group.nodes.begin(), group.nodes.end(), [&](const Node* n) { return n->name() == faulty; })) return;
   for (kir::Store& s : k.stores) {
     const DType t = k.exprs[s.value].dtype;
@@ -63,8 +60,8 @@ void injectFault(const KernelGroup& group, kir::Kernel& k) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Graph& graph, LoweredProgram& out, const Target& target)
-      : graph_(graph), out_(out), target_(target) {}
+  PlanBuilder(const Graph& graph, LoweredProgram& out, const Target& target, const LoweringOptions& options)
+      : graph_(graph), out_(out), target_(target), options_(options) {}
 
   Status build(const std::vector<std::string>& outputNames) {
     rt::Plan& plan = out_.plan;
@@ -75,8 +72,8 @@ class PlanBuilder {
     }
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       const Value* v = graph_.outputs()[i];
-      if (v->isGraphInput() || v->isConstant() || bufferOf_.count(v))
-        return Status::error("internal: output '" + v->name() + "' is not materialized");
+      NNC_CHECK(!v->isGraphInput() && !v->isConstant() && !bufferOf_.count(v),
+                "output '" + v->name() + "' is not materialized");
       plan.outputs.push_back(describe(v, i < outputNames.size() ? outputNames[i] : v->name()));
       bufferOf_[v] = addBuffer({rt::BufferKind::Output, i, v->byteSize()});
     }
@@ -99,15 +96,12 @@ class PlanBuilder {
       passes::BufferLifetime& whole = lifetimes_.at(sliceOf_.at(slice).whole);
       whole.firstStep = std::min(whole.firstStep, g);
     }
-    NNC_RETURN_IF_ERROR(lowerContractions());
+    NNC_RETURN_IF_ERROR(lowerGroups());
     for (size_t g = 0; g < out_.groups.size(); ++g) {
-      const LoweredContraction* contraction = contractions_[g] ? &*contractions_[g] : nullptr;
       for (const Value* v : out_.groups[g].inputs) {
-        const PackedConstant* packed = contraction ? packedOperand(*contraction, v) : nullptr;
-        if (packed) {
-          const PackedKey key{v, packed->tiledAxis, packed->width};
-          if (!packedBufferOf_.count(key))
-            packedBufferOf_[key] = addWeight(packTiles(v->constant(), packed->tiledAxis, packed->width));
+        if (const PackedConstant* packed = packedOperand(lowered_[g], v)) {
+          const PackedKey key{v, packed->layout};
+          if (!packedBufferOf_.count(key)) packedBufferOf_[key] = addWeight(packed->pack());
         } else if (v->isConstant() && !bufferOf_.count(v)) {
           bufferOf_[v] = addWeight(v->constant());
         }
@@ -170,19 +164,45 @@ class PlanBuilder {
     }
   }
 
+  // Every group's kernels or library call, from the target, before the weights are laid out (the
+  // constants its kernels read packed go into the weights in that form). Host builtins and in-place
+  // concatenations are the same on every target.
+  Status lowerGroups() {
+    lowered_.resize(out_.groups.size());
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      const KernelGroup& group = out_.groups[g];
+      if (group.kind == GroupKind::HostBuiltin || group.kind == GroupKind::InPlace) continue;
+      NNC_ASSIGN_OR_RETURN(lowered_[g], target_.lower(group, kernelName(g, group)));
+    }
+    return Status::ok();
+  }
+
   Status emitGroup(size_t index) {
     const KernelGroup& group = out_.groups[index];
-    switch (group.kind) {
-      case GroupKind::HostBuiltin: return emitBuiltin(group);
-      case GroupKind::LibraryCall: return emitLibraryCall(group);
-      case GroupKind::Contraction:
-        if (contractions_[index]) return emitContraction(group, std::move(*contractions_[index]));
-        return emitLoopKernels(index);  // the contraction lowering declined it
-      case GroupKind::Attention: return emitAttention(index);
-      case GroupKind::LoopKernel: return emitLoopKernels(index);
-      case GroupKind::InPlace: return Status::ok();  // its inputs' producers wrote it
+    if (group.kind == GroupKind::HostBuiltin) return emitBuiltin(group);
+    if (group.kind == GroupKind::InPlace) return Status::ok();  // its inputs' producers wrote it
+    LoweredGroup& lowered = lowered_[index];
+    if (lowered.library) return emitLibraryCall(group, std::move(*lowered.library));
+    for (LoweredKernel& lk : lowered.kernels) {
+      injectFault(options_.faultNode, group, lk.kernel);
+      // A loop nest whose outputs are all empty (its loops may not be) runs nothing.
+      if (lk.kernel.isLoopNest() && lk.kernel.writesNothing()) continue;
+      rt::Step step;
+      step.kind = rt::StepKind::Kernel;
+      step.name = lk.kernel.name;
+      for (const Value* v : lk.params) {
+        const PackedConstant* packed = packedOperand(lowered, v);
+        step.args.push_back(!v ? addCheckResult() : packed ? packedBufferOf_.at({v, packed->layout}) : bufferOf(v));
+      }
+      step.check = std::move(lk.check);
+      step.outerSize = lk.kernel.numTasks();
+      step.workPerPoint = lk.kernel.workPerTask();
+      step.chunkGranule = lk.kernel.chunkGranule();
+      step.origin = originOf(group);
+      out_.plan.steps.push_back(std::move(step));
+      out_.kernels.push_back(std::move(lk.kernel));
     }
-    internalError(__FILE__, __LINE__, "unknown group kind");
+    return Status::ok();
   }
 
   Status emitBuiltin(const KernelGroup& group) {
@@ -200,82 +220,8 @@ class PlanBuilder {
     return Status::ok();
   }
 
-  Status emitLoopKernels(size_t index) {
-    const KernelGroup& group = out_.groups[index];
-    NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, kernelName(index, group)));
-    for (LoweredKernel& lk : kernels) {
-      injectFault(group, lk.kernel);
-      if (lk.kernel.writesNothing()) continue;  // all its outputs are empty (and its loops may not be)
-      rt::Step step;
-      step.kind = rt::StepKind::Kernel;
-      step.name = lk.kernel.name;
-      for (const Value* v : lk.params) step.args.push_back(v ? bufferOf(v) : addCheckResult());
-      step.check = std::move(lk.check);
-      step.outerSize = lk.kernel.outer.size();
-      step.workPerPoint = lk.kernel.workPerOuterPoint();
-      step.origin = originOf(group);
-      out_.plan.steps.push_back(std::move(step));
-      out_.kernels.push_back(std::move(lk.kernel));
-    }
-    return Status::ok();
-  }
-
-  // Contraction groups, lowered by the target before the weights are laid out (their constant
-  // operands go into the weights packed).
-  Status lowerContractions() {
-    contractions_.resize(out_.groups.size());
-    for (size_t g = 0; g < out_.groups.size(); ++g) {
-      const KernelGroup& group = out_.groups[g];
-      if (group.kind != GroupKind::Contraction) continue;
-      NNC_ASSIGN_OR_RETURN(contractions_[g], target_.lowerContraction(group, kernelName(g, group)));
-    }
-    return Status::ok();
-  }
-
-  Status emitContraction(const KernelGroup& group, LoweredContraction contraction) {
-    LoweredKernel& lk = contraction.lowered;
-    const kir::Contraction& c = *lk.kernel.contraction;
-    rt::Step step;
-    step.kind = rt::StepKind::Kernel;
-    step.name = lk.kernel.name;
-    for (size_t slot = 0; slot < lk.params.size(); ++slot) {
-      const Value* v = lk.params[slot];
-      const PackedConstant* packed = packedOperand(contraction, v);
-      step.args.push_back(packed ? packedBufferOf_.at({v, packed->tiledAxis, packed->width}) : bufferOf(v));
-    }
-    step.outerSize = c.numTasks();  // a contraction's outer points are its tasks
-    // mc x nc x k multiply-adds per task, saturating (k alone may be 2^40 in a declared shape).
-    int64_t work = 0;
-    if (__builtin_mul_overflow(c.mc, c.nc, &work) || __builtin_mul_overflow(work, c.k, &work)) work = INT64_MAX;
-    step.workPerPoint = std::max<int64_t>(1, work);
-    // Column block by column block: a block's row-block tasks share its weights (kernel_lowering
-    // numbers the tasks so that they are consecutive).
-    if (c.columnBlocksOuter) step.chunkGranule = c.mBlocks();
-    step.origin = originOf(group);
-    out_.plan.steps.push_back(std::move(step));
-    out_.kernels.push_back(std::move(lk.kernel));
-    return Status::ok();
-  }
-
-  Status emitAttention(size_t index) {
-    const KernelGroup& group = out_.groups[index];
-    NNC_ASSIGN_OR_RETURN(LoweredKernel lk, target_.lowerAttention(group, kernelName(index, group)));
-    const kir::Attention& a = *lk.kernel.attention;
-    rt::Step step;
-    step.kind = rt::StepKind::Kernel;
-    step.name = lk.kernel.name;
-    for (const Value* v : lk.params) step.args.push_back(bufferOf(v));
-    step.outerSize = a.numTasks();  // its outer points are its tasks
-    step.workPerPoint = std::max<int64_t>(1, a.qBlock * a.lk * (a.d + a.dv));
-    step.origin = originOf(group);
-    out_.plan.steps.push_back(std::move(step));
-    out_.kernels.push_back(std::move(lk.kernel));
-    return Status::ok();
-  }
-
-  // A LibraryCall group as the one library step the target makes of it.
-  Status emitLibraryCall(const KernelGroup& group) {
-    NNC_ASSIGN_OR_RETURN(LibraryCall call, target_.lowerLibraryCall(group));
+  // A library call the target made of the group, as its one step.
+  Status emitLibraryCall(const KernelGroup& group, LibraryCall call) {
     rt::Step step;
     step.kind = rt::StepKind::Library;
     step.name = std::move(call.name);
@@ -309,14 +255,14 @@ class PlanBuilder {
   const Graph& graph_;
   LoweredProgram& out_;
   const Target& target_;
-  std::vector<std::optional<LoweredContraction>> contractions_;  // per group
+  const LoweringOptions& options_;
+  std::vector<LoweredGroup> lowered_;  // per group (empty for host builtins and in-place groups)
   std::map<const Value*, int32_t> bufferOf_;
-  // (value, nr) -> its packed B panels; (value, -mr) -> its packed A row tiles
-  // Packed constants by (value, tiled axis, width): two contractions may share one packing.
-  using PackedKey = std::tuple<const Value*, int, int64_t>;
+  // Packed constants by (value, layout): two groups may share one packing.
+  using PackedKey = std::pair<const Value*, std::string>;
   std::map<PackedKey, int32_t> packedBufferOf_;
-  static const PackedConstant* packedOperand(const LoweredContraction& c, const Value* v) {
-    for (const PackedConstant& p : c.packed)
+  static const PackedConstant* packedOperand(const LoweredGroup& g, const Value* v) {
+    for (const PackedConstant& p : g.packed)
       if (p.value == v) return &p;
     return nullptr;
   }
@@ -341,7 +287,7 @@ Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std:
   fusion.refusals = &refusals;
   program.groups = passes::partitionIntoKernels(graph, fusion);
   program.cuts = passes::fusionCuts(program.groups, refusals, fusion.enabled);
-  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, target).build(outputNames));
+  NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, target, options).build(outputNames));
   return program;
 }
 

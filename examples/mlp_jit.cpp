@@ -1,13 +1,13 @@
-// Builds the classic 784-512-256-10 MNIST MLP with nnc's C++ graph API, compiles it in-process for
-// the CPU (LLVM ORC JIT) and runs it. Checks the result against a float64 reference computed here
-// with plain loops, and exits non-zero on a mismatch (the example runs in the tests).
+// Builds the classic 784-512-256-10 MNIST MLP with nnc's C++ API (nnc/onnx.h: ONNX operators by
+// name), compiles it in-process for the CPU (LLVM ORC JIT) and runs it. Checks the result against a float64 reference
+// computed here with plain loops, and exits non-zero on a mismatch (the example runs in the tests).
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
-#include "driver/compiler.h"
-#include "ir/builder.h"
+#include "nnc/compiler.h"
+#include "nnc/onnx.h"
 
 using nnc::DType;
 using nnc::Shape;
@@ -44,11 +44,9 @@ int main() {
   const std::vector<int64_t> widths = {784, 512, 256, 10};
   std::mt19937 rng(7);
 
-  nnc::Graph graph;
-  nnc::GraphBuilder b(graph);
-  nnc::Value* x = b.input("image", DType::F32, {batch, widths[0]});
+  nnc::onnx::ModelBuilder b;
+  std::string h = b.input("image", DType::F32, {batch, widths[0]});
   std::vector<Tensor> weights, biases;
-  nnc::Value* h = x;
   for (size_t layer = 0; layer + 1 < widths.size(); ++layer) {
     weights.push_back(randomTensor({widths[layer], widths[layer + 1]}, rng, 1.0f / std::sqrt(float(widths[layer]))));
     biases.push_back(randomTensor({widths[layer + 1]}, rng, 0.1f));
@@ -56,13 +54,14 @@ int main() {
     if (layer + 2 < widths.size()) h = b.relu(h);
   }
   b.output(h);
-  if (!b.status()) {
-    std::fprintf(stderr, "graph construction failed: %s\n", b.status().message().c_str());
+  auto graph = b.build();
+  if (!graph) {
+    std::fprintf(stderr, "graph construction failed: %s\n", graph.status().message().c_str());
     return 1;
   }
 
   nnc::CompileOptions options;  // -O2, CPU
-  auto model = nnc::compileJit(graph, options);
+  auto model = nnc::compileJit(**graph, options);
   if (!model) {
     std::fprintf(stderr, "compile failed: %s\n", model.status().message().c_str());
     return 1;

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "driver/plan_builder.h"
-#include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
+#include "targets/target.h"
 
 namespace {
 

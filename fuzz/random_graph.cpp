@@ -523,7 +523,7 @@ class ValidGen {
     auto seqLen = [&] { return c_.percent(30) ? c_.range(1, 8) : c_.range(1, 40); };
     static const std::vector<int64_t> commonDims = {8, 16, 32, 64};
     auto headDim = [&] { return c_.percent(30) ? c_.pick(commonDims) : c_.range(1, 70); };
-    // Keys from 64 on are what the cpu computes as one attention kernel (driver/cpu_target.cpp).
+    // Keys from 64 on are what the cpu computes as one attention kernel (targets/cpu/cpu_target.cpp).
     // (Kept cheap: long sequences get short heads below, or the reference evaluator's quadratic
     // scores would take the compile-and-run fuzzer's time from every other op.)
     auto longSeqLen = [&] { return c_.range(64, 100); };

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/status.h"
-#include "ir/tensor.h"
+#include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace nnc::fuzz {
 

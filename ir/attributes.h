@@ -8,8 +8,8 @@
 #include <variant>
 #include <vector>
 
-#include "ir/status.h"
-#include "ir/tensor.h"
+#include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace nnc {
 

@@ -1,7 +1,7 @@
 // What a check kernel writes (ir/lower.h builds one per OpDef::indexChecks contract): an
 // i64[kCheckResultSize] in its own arena bytes. The executors (runtime/) fail the run when
 // kCheckViolations is non-zero, and constant folding fails the compile, both with
-// describeCheckFailure's message. Header only: the runtime shares it as it shares ir/dtype.def, so
+// describeCheckFailure's message. Header only: the runtime shares it as it shares nnc/dtype.def, so
 // neither library depends on the other.
 #pragma once
 

@@ -7,6 +7,8 @@
 
 namespace nnc {
 
+void GraphDeleter::operator()(Graph* graph) const { delete graph; }
+
 bool Value::isGraphOutput() const {
   if (!graph_) return false;
   const auto& outs = graph_->outputs();

@@ -10,7 +10,8 @@
 
 #include "ir/attributes.h"
 #include "ir/op_kind.h"
-#include "ir/tensor.h"
+#include "nnc/graph.h"
+#include "nnc/tensor.h"
 
 namespace nnc {
 

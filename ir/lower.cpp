@@ -70,13 +70,10 @@ Status resolveGenerator(const KernelGroup& group, kir::KernelBuilder& kb, const 
                         std::map<const Value*, kir::ElementGen>& gens) {
   if (gens.count(v)) return Status::ok();
   const Node* producer = v->producer();
-  if (!producer || !inGroup(group, producer))
-    return Status::error("internal: check kernel: value '" + v->name() + "' is neither read nor made in the group");
+  NNC_CHECK(producer && inGroup(group, producer),
+            "check kernel: value '" + v->name() + "' is neither read nor made in the group");
   const OpDef& def = opDef(producer->op());
-  if (!def.lowerElement)
-    return Status::error(producer->diagPrefix() +
-                         "internal: a checked index is computed by a reduction in the "
-                         "same kernel");
+  NNC_CHECK(def.lowerElement, producer->diagPrefix() + "a checked index is computed by a reduction in the same kernel");
   LowerContext ctx{kb, *producer, {}};
   for (Value* in : producer->inputs()) {
     if (in) NNC_RETURN_IF_ERROR(resolveGenerator(group, kb, in, gens));

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/status.h"
 #include "kir/kernel_ir.h"
+#include "nnc/status.h"
 
 namespace nnc {
 
@@ -17,10 +17,10 @@ namespace nnc {
 enum class GroupKind {
   LoopKernel,   // generated loop nests (lowerGroup)
   Contraction,  // anchored by a contraction the target generates as a tiled GEMM running the group's
-                // epilogue on its tiles (cpu: ir/lower_contraction.h); loop nests where that declines
+                // epilogue on its tiles (cpu: targets/cpu/lower_contraction.h); loop nests where that declines
   LibraryCall,  // anchored by a contraction the target's library runs, with the epilogue it applies
                 // itself (cuda: a cuBLASLt GEMM)
-  Attention,    // one attention pattern (ir/lower_attention.h) the target computes without writing its
+  Attention,    // one attention pattern (ir/attention_pattern.h) the target computes without writing its
                 // scores (cpu: flash-style, kir::Attention)
   HostBuiltin,  // one opaque op's host kernel
   InPlace,      // one Concat that runs no step: the plan places its inputs inside its output, so their

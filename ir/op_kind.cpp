@@ -4,7 +4,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc {
 

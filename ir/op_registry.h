@@ -15,8 +15,8 @@
 #include "ir/attributes.h"
 #include "ir/graph.h"
 #include "ir/op_kind.h"
-#include "ir/status.h"
 #include "kir/kernel_ir.h"
+#include "nnc/status.h"
 
 namespace nnc {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "ir/graph.h"
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/tensor.h"
+#include "nnc/tensor.h"
 
 namespace nnc {
 

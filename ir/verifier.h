@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ir/graph.h"
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc {
 

@@ -90,7 +90,7 @@ class Interpreter {
       if (!buffers_[s] || buffers_[s]->dtype() != p.dtype || buffers_[s]->numel() != p.numel)
         return Status::error("interpreter: buffer " + std::to_string(s) + " does not match param '" + p.name + "'");
     }
-    if (k_.attention)  // its generic form is only the score expression (see kir::Attention)
+    if (k_.as<Attention>())  // its generic form is only the score expression (see kir::Attention)
       return Status::error("interpreter: kernel '" + k_.name + "' is an attention kernel, which only a target runs");
     if (k_.writesNothing()) return Status::ok();
     const int64_t outerSize = k_.outer.size();

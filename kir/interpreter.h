@@ -3,9 +3,9 @@
 
 #include <vector>
 
-#include "ir/status.h"
-#include "ir/tensor.h"
 #include "kir/kernel_ir.h"
+#include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace nnc::kir {
 

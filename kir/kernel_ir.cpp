@@ -9,9 +9,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "ir/status.h"
-#include "ir/tensor.h"
 #include "kir/affine.h"
+#include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace nnc::kir {
 
@@ -581,10 +581,60 @@ std::string Kernel::str() const {
   for (const Store& s : stores) {
     os << "  store" << (s.perInner ? ".inner" : "") << " %" << s.slot << "[e" << s.index << "] = e" << s.value << "\n";
   }
-  if (contraction) os << "  " << contraction->str() << "\n";
-  if (attention) os << "  " << attention->str() << "\n";
+  std::visit(Overloaded{[](const LoopNest&) {}, [&](const auto& k) { os << "  " << k.str() << "\n"; }}, kind);
   os << "}\n";
   return os.str();
+}
+
+// The kind's own answer, or a loop nest's from the generic form.
+int64_t Kernel::numTasks() const {
+  return std::visit(
+      Overloaded{[&](const LoopNest&) { return outer.size(); }, [](const auto& k) { return k.numTasks(); }}, kind);
+}
+
+int64_t Kernel::workPerTask() const {
+  return std::visit(
+      Overloaded{[&](const LoopNest&) { return workPerOuterPoint(); }, [](const auto& k) { return k.workPerTask(); }},
+      kind);
+}
+
+int64_t Kernel::chunkGranule() const {
+  return std::visit(
+      Overloaded{[](const LoopNest&) { return int64_t{1}; }, [](const auto& k) { return k.chunkGranule(); }}, kind);
+}
+
+double Kernel::flops() const {
+  return std::visit(Overloaded{[](const LoopNest&) { return 0.0; }, [](const auto& k) { return k.flops(); }}, kind);
+}
+
+std::string Kernel::summary() const {
+  return std::visit(
+      Overloaded{[](const LoopNest&) { return std::string(); }, [](const auto& k) { return k.summary(); }}, kind);
+}
+
+int64_t Contraction::workPerTask() const {
+  int64_t work = 0;
+  if (__builtin_mul_overflow(mc, nc, &work) || __builtin_mul_overflow(work, k, &work)) work = INT64_MAX;
+  return std::max<int64_t>(1, work);
+}
+
+double Contraction::flops() const {
+  return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
+std::string Contraction::summary() const {
+  return std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+         " tile " + std::to_string(mr) + "x" + std::to_string(nr);
+}
+
+double Attention::flops() const {
+  return 2.0 * static_cast<double>(batch) * static_cast<double>(lq) * static_cast<double>(lk) *
+         static_cast<double>(d + dv);
+}
+
+std::string Attention::summary() const {
+  return "attention " + std::to_string(batch) + "x" + std::to_string(lq) + "x" + std::to_string(lk) + " d " +
+         std::to_string(d) + "/" + std::to_string(dv);
 }
 
 std::string Contraction::str() const {

@@ -15,6 +15,7 @@
 // half-like dtype.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,10 +23,11 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
-#include "ir/dtype.h"
-#include "ir/shape.h"
+#include "nnc/dtype.h"
+#include "nnc/shape.h"
 
 namespace nnc::kir {
 
@@ -73,7 +75,7 @@ struct Reduction {
   // A small window (a conv's or pool's taps, at most kMaxUnrolledWindow points): targets unroll its
   // loop fully, so that the loop over output positions around it vectorises.
   bool unroll = false;
-  // Set (kir/stash.h): each body value is also stored to param `stashSlot` at `stashIndex` while
+  // Set (targets/cpu/stash.h): each body value is also stored to param `stashSlot` at `stashIndex` while
   // the reduction runs, and the inner loop loads it back instead of computing it again.
   int32_t stashSlot = -1;
   ExprId stashIndex = kNoExpr;
@@ -93,8 +95,18 @@ struct Param {
   bool isOutput;
 };
 
+// A kernel's kind says how a target computes it. Every kernel's meaning is its generic form (the
+// loops, reductions and stores of Kernel, which the interpreter runs); a kind other than LoopNest
+// carries the descriptor of the specialised code a target generates instead, and is set only by
+// that target's lowering (cpu: targets/cpu/lower_contraction.cpp, lower_attention.cpp). A new kind
+// is one struct here (with the members KernelKind's users call: numTasks, workPerTask, flops,
+// summary, str), its lowering and its code generator.
+//
+// LoopNest: the generic form as loop nests; its tasks are the outer points.
+struct LoopNest {};
+
 // How a target computes a kernel that is one matrix product (plus an elementwise epilogue) with a
-// packed, register-tiled GEMM instead of the generic loop nest (codegen/llvm/contraction.cpp). The
+// packed, register-tiled GEMM instead of the generic loop nest (targets/cpu/codegen/). The
 // kernel's generic form stays its meaning (the interpreter ignores this): outer = [batch..., m, n],
 // one f32 Sum reduction over k of A * B, stores of the epilogue at the outer index. The target runs
 //   for every task (b, mBlock, nBlock) of the outer range [begin, end):
@@ -150,6 +162,13 @@ struct Contraction {
   int64_t nBlocks() const { return (n + nc - 1) / nc; }
   int64_t numTasks() const { return batch * mBlocks() * nBlocks(); }
   int64_t nPanels() const { return (n + nr - 1) / nr; }
+  // mc x nc x k multiply-adds per task, saturating (k alone may be 2^40 in a declared shape).
+  int64_t workPerTask() const;
+  // Column block by column block: a block's row-block tasks share its weights and are numbered
+  // consecutively, so threads take them mBlocks() at a time.
+  int64_t chunkGranule() const { return columnBlocksOuter ? mBlocks() : 1; }
+  double flops() const;         // 2 m n k per batch
+  std::string summary() const;  // "batch x m x n x k tile mr x nr", for reports
   std::string str() const;
 };
 
@@ -158,7 +177,7 @@ struct Contraction {
 // last tile of each block size. Indexed by row count, 0..mr; a target emits a microkernel for each.
 std::vector<bool> tileRowCounts(int64_t rows, int64_t blockRows, int64_t mr);
 
-// Scaled dot-product attention computed flash-style by a target (codegen/llvm/kernel_lowering.cpp,
+// Scaled dot-product attention computed flash-style by a target (targets/cpu/codegen/kernel_lowering.cpp,
 // emitAttention): for every (batch, query row) i
 //   s[j] = score(dot(i, j), batch, i, j)   dot = sum_p Q[b][i][p] * Kt[b][p][j]
 //   O[b][i][:] = sum_j softmax(s)[j] * V[b][j][:]
@@ -180,8 +199,22 @@ struct Attention {
   int64_t mr = 14, nr = 32, qBlock = 14, kBlock = 128;
   int64_t qBlocks() const { return (lq + qBlock - 1) / qBlock; }
   int64_t numTasks() const { return batch * qBlocks(); }
+  int64_t workPerTask() const { return std::max<int64_t>(1, qBlock * lk * (d + dv)); }
+  int64_t chunkGranule() const { return 1; }
+  double flops() const;  // its two products; the softmax is not counted
+  std::string summary() const;
   std::string str() const;
 };
+
+using KernelKind = std::variant<LoopNest, Contraction, Attention>;
+
+// std::visit over a KernelKind with one lambda per kind (a generic lambda for "any other kind").
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
 
 // What a CPU target tells lowering about itself to shape its contractions: the register tile comes
 // from the vector width and register count, the cache blocks from the cache sizes.
@@ -203,8 +236,20 @@ struct Kernel {
   std::vector<Reduction> reductions;
   Loop inner;
   std::vector<Store> stores;
-  std::optional<Contraction> contraction;  // set: a target's GEMM computes it (see above)
-  std::optional<Attention> attention;      // set: a target's attention kernel computes it (see above)
+  KernelKind kind;  // how a target computes it (see above)
+
+  template <class Kind>
+  const Kind* as() const {
+    return std::get_if<Kind>(&kind);
+  }
+  bool isLoopNest() const { return std::holds_alternative<LoopNest>(kind); }
+  // What [begin, end) of the kernel's function counts: its outer points (a loop nest), or its
+  // kind's tasks; and roughly how many loop points (multiply-adds) each costs, for chunking.
+  int64_t numTasks() const;
+  int64_t workPerTask() const;
+  int64_t chunkGranule() const;  // how many consecutive tasks a thread takes at least (1: any)
+  double flops() const;          // the floating-point operations of a kind's products; 0 for a loop nest
+  std::string summary() const;   // the kind's shape for reports (`nnc bench --per-kernel`); empty for a loop nest
 
   const ExprNode& expr(ExprId id) const { return exprs[id]; }
   std::string str() const;  // readable dump for --emit=kernel-ir and golden tests

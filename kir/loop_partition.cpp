@@ -109,7 +109,7 @@ std::map<ExprId, bool> pieceFacts(const Kernel& kernel, ExprId j, const std::uno
 }  // namespace
 
 std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPieces) {
-  if (kernel.outer.vars.empty() || kernel.contraction) return {};
+  if (kernel.outer.vars.empty() || kernel.as<Contraction>()) return {};
   const ExprId j = kernel.outer.vars.back();
   const int64_t extent = kernel.outer.extents.back();
   if (extent < 2) return {};
@@ -155,7 +155,7 @@ std::vector<LoopPiece> partitionInnermostLoop(const Kernel& kernel, size_t maxPi
 
 std::optional<RowInterior> rowInterior(const Kernel& kernel) {
   const size_t rank = kernel.outer.vars.size();
-  if (rank < 2 || kernel.contraction) return std::nullopt;
+  if (rank < 2 || kernel.as<Contraction>()) return std::nullopt;
   std::unordered_map<ExprId, int64_t> ranged;
   for (const Reduction& r : kernel.reductions)
     for (size_t i = 0; i < r.loop.vars.size(); ++i) ranged[r.loop.vars[i]] = r.loop.extents[i];

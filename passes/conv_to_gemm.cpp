@@ -33,8 +33,8 @@ Status replaceWith(Graph& graph, Node* conv, Value* result) {
     NNC_ASSIGN_OR_RETURN(Value * b, reshapeBefore(graph, conv, bias, column, conv->name() + "_bias"));
     NNC_ASSIGN_OR_RETURN(result, insertBefore(graph, conv, OpKind::Add, conv->name() + "_add_bias", {result, b}));
   }
-  if (result->shape() != y->shape() || result->dtype() != y->dtype())
-    return Status::error(conv->diagPrefix() + "internal: conv-to-gemm changed the result's type");
+  NNC_CHECK(result->shape() == y->shape() && result->dtype() == y->dtype(),
+            conv->diagPrefix() + "conv-to-gemm changed the result's type");
   graph.replaceAllUsesWith(y, result);
   graph.eraseNode(conv);
   return Status::ok();

@@ -1,7 +1,7 @@
 // Fusion policy. Greedy, one forward walk over the nodes in topological order with union-find
 // groups (the anchors of this design: XLA's producer/consumer fusion, TVM's op patterns):
 //   0. Attention: each MatMul · scale/mask · Softmax · MatMul the target computes as one kernel
-//      (ContractionHooks::acceptsAttention; ir/lower_attention.h) is one group, before the walk; it
+//      (ContractionHooks::acceptsAttention; targets/cpu/lower_attention.h) is one group, before the walk; it
 //      takes no prologue and no epilogue.
 //   1. Epilogue: an elementwise node joins the group of the anchor (reduction, contraction, window)
 //      that computes one of its inputs, when that input has no other user, is not a graph output,
@@ -28,7 +28,7 @@
 // contraction hooks (FusionOptions::contractions). A target's contraction anchors make groups of the
 // kind it says, taking only the prologue it folds into how they read their operands and the epilogue
 // it accepts — e.g. the cpu's packed GEMM folds strided views and im2col patches and takes a reshape
-// of its result; cuBLASLt folds nothing and takes one bias (driver/cpu_target.cpp, cuda_target.cpp).
+// of its result; cuBLASLt folds nothing and takes one bias (targets/cpu/cpu_target.cpp, cuda_target.cpp).
 #include "passes/fusion.h"
 
 #include <algorithm>

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/attention_pattern.h"
 #include "ir/graph.h"
 #include "ir/lower.h"
-#include "ir/lower_attention.h"
 
 namespace nnc::passes {
 
@@ -21,7 +21,7 @@ struct FusionDecision {
   static FusionDecision no(std::string why) { return {false, std::move(why)}; }
 };
 
-// A target's fusion hooks for its contractions (driver/target.h supplies them): which nodes anchor a
+// A target's fusion hooks for its contractions (targets/target.h supplies them): which nodes anchor a
 // contraction group, and what such a group takes besides the anchor.
 struct ContractionHooks {
   // The kind of the groups they anchor: Contraction (generated) or LibraryCall.

@@ -1,9 +1,11 @@
 // The pass interface: a pass is a function Graph& -> Expected<bool> ("did it change anything"),
-// registered once in passes/pipeline.cpp. Each pass lives in its own file with its algorithm note.
+// registered once: in the table of passes/pipeline.cpp, or by the targets that run it
+// (Target::passes(); a pass only one target runs lives in its folder, e.g. targets/cpu/cpu_passes.h).
+// Each pass lives in its own file with its algorithm note.
 #pragma once
 
 #include "ir/graph.h"
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc::passes {
 
@@ -20,11 +22,6 @@ Expected<bool> simplify(Graph& graph);
 // Group-1 Conv as Im2Col + MatMul (cuda: a cuBLASLt GEMM; cpu: a packed contraction) + Reshape
 // (+ bias Add).
 Expected<bool> convToGemm(Graph& graph);
-// cpu: chains of depthwise and pointwise Convs on channels-last data (DepthwiseConvNhwc, MatMul), with
-// transposes only at the chains' edges.
-Expected<bool> channelsLast(Graph& graph);
-// cpu: a padded Conv or Im2Col reads a zero Pad of its input, so its taps are affine loads.
-Expected<bool> explicitPadding(Graph& graph);
 // The decomposed LayerNorm of older exports (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, [Mul],
 // [Add]) as one LayerNormalization node.
 Expected<bool> recognizeLayerNorm(Graph& graph);

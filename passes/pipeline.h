@@ -1,6 +1,6 @@
-// The pass pipeline: one table (pipeline.cpp) lists every graph pass, in order, with the -O levels it
-// runs at. Target passes (lowering for a target) run only for targets that list them
-// (Target::passes(), driver/target.h); the others run for every target.
+// The pass pipeline: first the target's own passes (lowering for the target, Target::passes() in
+// targets/target.h, each defined with its target, or here when targets share it), then one table
+// (pipeline.cpp) of the passes every target runs, in order, with the -O levels they run at.
 #pragma once
 
 #include <ostream>
@@ -8,15 +8,29 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/status.h"
+#include "nnc/status.h"
+#include "passes/pass.h"
 
 namespace nnc::passes {
 
+// A pass a target runs before the shared table (Target::passes()).
+struct TargetPass {
+  const char* name;
+  PassFn run;
+  int minOptLevel;
+  const char* description;
+};
+
+// Passes more than one target runs; the others are defined with their target.
+extern const TargetPass kConvToGemm;
+
 struct PipelineOptions {
   int optLevel = 2;
-  std::vector<std::string> targetPasses;    // the target passes to run (Target::passes())
+  std::vector<TargetPass> targetPasses;     // the target's passes, run first in this order
   std::vector<std::string> disabledPasses;  // --disable-pass=NAME
-  bool printAfterAll = false;               // print the graph after each pass that changed it
+  // Names --disable-pass may also give: other targets' passes (which this target does not run).
+  std::vector<std::string> otherPassNames;
+  bool printAfterAll = false;  // print the graph after each pass that changed it
   bool timePasses = false;
   bool verifyEachPass = false;
   std::ostream* log = nullptr;
@@ -28,7 +42,7 @@ struct PassInfo {
   bool targetPass = false;  // runs only for the targets that list it (Target::passes())
 };
 
-// Every pass, in pipeline order (for --help, --disable-pass and tests).
+// The shared passes, in pipeline order (allPasses() in targets/target.h adds the targets' own).
 std::vector<PassInfo> listPasses();
 Status runPipeline(Graph& graph, const PipelineOptions& options);
 

@@ -92,8 +92,8 @@ Expected<bool> replaceWithNormalization(Graph& graph, Node* last, OpKind op, std
   attrs.set("axis", int64_t{axis});
   attrs.set("epsilon", epsilon);
   NNC_ASSIGN_OR_RETURN(Value * norm, insertBefore(graph, last, op, last->name(), std::move(inputs), std::move(attrs)));
-  if (norm->shape() != last->output(0)->shape() || norm->dtype() != last->output(0)->dtype())
-    return Status::error(last->diagPrefix() + "internal: " + pass + " changed the result's type");
+  NNC_CHECK(norm->shape() == last->output(0)->shape() && norm->dtype() == last->output(0)->dtype(),
+            last->diagPrefix() + pass + " changed the result's type");
   graph.replaceAllUsesWith(last->output(0), norm);
   return true;
 }

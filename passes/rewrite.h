@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc::passes {
 

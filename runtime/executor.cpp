@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "builtins/builtins.h"
-#include "ir/aligned_vector.h"
+#include "nnc/aligned_vector.h"
 
 namespace nnc::rt {
 namespace {

@@ -250,7 +250,7 @@ uint64_t elementSize(int32_t dtype) {
 #define NNC_DTYPE(e, name, ctype, size, onnx) \
   case onnx:                                  \
     return size;
-#include "ir/dtype.def"
+#include "nnc/dtype.def"
 #undef NNC_DTYPE
     default: return 0;
   }
@@ -261,7 +261,7 @@ std::string elementTypeName(int32_t dtype) {
 #define NNC_DTYPE(e, name, ctype, size, onnx) \
   case onnx:                                  \
     return name;
-#include "ir/dtype.def"
+#include "nnc/dtype.def"
 #undef NNC_DTYPE
     default: return "dtype(" + std::to_string(dtype) + ")";
   }

@@ -7,19 +7,20 @@
 #include <cstdio>
 #include <vector>
 
-#include "driver/compiler.h"
-#include "ir/builder.h"
+#include "nnc/compiler.h"
 #include "nnc/model.h"
+#include "nnc/onnx.h"
 
 namespace {
 
 constexpr int64_t kRows = 3, kIn = 5, kOut = 4;
 
-// The graph, built anew for each compile (compiling optimises it in place).
-void build(nnc::Graph& graph, const nnc::Tensor& w, const nnc::Tensor& b) {
-  nnc::GraphBuilder g(graph);
-  nnc::Value* x = g.input("x", nnc::DType::F32, {kRows, kIn});
-  g.output(g.relu(g.add(g.matmul(x, g.constant(w)), g.constant(b))));
+// The model, built once; each compile gets its own graph of it (compiling optimises a graph in place).
+nnc::onnx::ModelBuilder build(const nnc::Tensor& w, const nnc::Tensor& b) {
+  nnc::onnx::ModelBuilder m;
+  const std::string x = m.input("x", nnc::DType::F32, {kRows, kIn});
+  m.output(m.relu(m.add(m.matmul(x, m.constant(w)), m.constant(b))));
+  return m;
 }
 
 double maxError(const float* y, const std::vector<double>& want) {
@@ -50,17 +51,18 @@ int main(int argc, char** argv) {
 
   nnc::CompileOptions options;
   options.runtimeDir = NNC_RUNTIME_DIR;  // defined by find_package(nnc)
-  nnc::Graph jitGraph;
-  build(jitGraph, w, b);
-  auto model = nnc::compileJit(jitGraph, options);
+  const nnc::onnx::ModelBuilder builder = build(w, b);
+  auto jitGraph = builder.build();
+  if (!jitGraph) return std::fprintf(stderr, "graph: %s\n", jitGraph.status().message().c_str()), 1;
+  auto model = nnc::compileJit(**jitGraph, options);
   if (!model) return std::fprintf(stderr, "jit: %s\n", model.status().message().c_str()), 1;
   auto outputs = (*model)->run({x});
   if (!outputs) return std::fprintf(stderr, "run: %s\n", outputs.status().message().c_str()), 1;
   const double jitError = maxError((*outputs)[0].dataAs<float>(), want);
 
-  nnc::Graph soGraph;
-  build(soGraph, w, b);
-  if (nnc::Status s = nnc::compileToSharedLibrary(soGraph, options, argv[1]); !s)
+  auto soGraph = builder.build();
+  if (!soGraph) return std::fprintf(stderr, "graph: %s\n", soGraph.status().message().c_str()), 1;
+  if (nnc::Status s = nnc::compileToSharedLibrary(**soGraph, options, argv[1]); !s)
     return std::fprintf(stderr, "model.so: %s\n", s.message().c_str()), 1;
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) return std::fprintf(stderr, "dlopen: %s\n", dlerror()), 1;

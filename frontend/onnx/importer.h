@@ -9,37 +9,16 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/shape.h"
-#include "ir/status.h"
-#include "ir/tensor.h"
+#include "nnc/onnx.h"
+#include "nnc/shape.h"
+#include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace onnx {
 class TensorProto;
 }
 
 namespace nnc::onnx {
-
-struct ImportOptions {
-  // --shape NAME=1x3x224x224: replaces the declared shape of a graph input (same rank); this is how
-  // symbolic dims get their values.
-  std::map<std::string, Shape> shapeOverrides;
-  // --bind NAME=FILE.pb: graph inputs turned into constants (their dtype and rank must match).
-  std::map<std::string, Tensor> bindings;
-  // Values offered for graph inputs, bound only where the import needs one at compile time (a
-  // Reshape shape, Slice bounds, ...); other inputs stay inputs. The ONNX backend tests pass such
-  // values as inputs, so a test runner offers every input here.
-  std::map<std::string, Tensor> bindIfNeeded;
-  // --allow-unsupported-opset: import a model whose default-domain opset is newer than
-  // kMaxSupportedOpset, or that imports an operator domain nnc does not implement, instead of refusing
-  // it (at the user's risk: an op whose definition changed after kMaxSupportedOpset gets the older
-  // one; nodes of an unknown domain are still refused).
-  bool allowUnsupportedOpset = false;
-};
-
-// The newest default-domain (ai.onnx) opset whose operator definitions nnc implements: the ONNX
-// backend tests of the pinned onnx package (1.17) go up to it. A newer model may use changed
-// definitions nnc would silently get wrong, so it is refused unless allowUnsupportedOpset is set.
-inline constexpr int64_t kMaxSupportedOpset = 22;
 
 // The largest model file protobuf can parse in one piece (2 GiB - 1); bigger models must keep
 // their weights in external data files.
@@ -60,11 +39,9 @@ Expected<std::unique_ptr<Graph>> importModelBytes(const std::string& bytes, cons
 // The graph inputs that are not initializers, in file order (model_info.cpp).
 Expected<std::vector<std::string>> modelInputNames(const std::string& path);
 
-// A serialized TensorProto (.pb); external data is resolved next to the file.
-Expected<Tensor> readTensorFile(const std::string& path);
+// `t` as a TensorProto named `name`, its bytes in raw_data.
+void tensorToProto(const Tensor& t, const std::string& name, ::onnx::TensorProto* proto);
 // Converts a TensorProto (typed fields, raw_data or external data inside `baseDir`).
 Expected<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const std::string& baseDir);
-// Writes `t` as a TensorProto with raw_data, atomically (a temporary file renamed into place).
-Status writeTensorFile(const std::string& path, const Tensor& t, const std::string& name);
 
 }  // namespace nnc::onnx

@@ -205,12 +205,16 @@ Expected<Tensor> readTensorFile(const std::string& path) {
   return t;
 }
 
+void tensorToProto(const Tensor& t, const std::string& name, ::onnx::TensorProto* proto) {
+  proto->set_name(name);
+  proto->set_data_type(dtypeToOnnx(t.dtype()));
+  for (int64_t d : t.shape().dims()) proto->add_dims(d);
+  proto->set_raw_data(reinterpret_cast<const char*>(t.data()), t.byteSize());
+}
+
 Status writeTensorFile(const std::string& path, const Tensor& t, const std::string& name) {
   ::onnx::TensorProto proto;
-  proto.set_name(name);
-  proto.set_data_type(dtypeToOnnx(t.dtype()));
-  for (int64_t d : t.shape().dims()) proto.add_dims(d);
-  proto.set_raw_data(reinterpret_cast<const char*>(t.data()), t.byteSize());
+  tensorToProto(t, name, &proto);
   std::string bytes;
   if (!proto.SerializeToString(&bytes)) return Status::error(path + ": cannot serialize tensor '" + name + "'");
   std::string tmp = path + ".tmp." + std::to_string(::getpid());

@@ -417,7 +417,7 @@ std::vector<AnchorOutput> lowerConv(LowerContext& ctx) {
 // o. So Conv(X, W) = Reshape(MatMul(Reshape(W, [M, C*K]), Im2Col(X)), [N, M, out...]) for group 1.
 
 // With patch_rows = 1 the same patches are rows, one per output position: Y[n, p, c*K + kk] (the
-// channels-last head of passes/channels_last.cpp multiplies them by W as [C*K, M]).
+// channels-last head of targets/cpu/channels_last.cpp multiplies them by W as [C*K, M]).
 
 bool patchRows(const Node& node) { return node.attrs().getInt("patch_rows") != 0; }
 
@@ -494,7 +494,7 @@ ExprId lowestValue(KernelBuilder& kb, DType t) {
 }
 
 // ================================================================================================
-// DepthwiseConvNhwc (nnc-internal, from passes/channels_last.cpp): a depthwise Conv (one input channel
+// DepthwiseConvNhwc (nnc-internal, from targets/cpu/channels_last.cpp): a depthwise Conv (one input channel
 // per group, one output channel per input channel) on channels-last data:
 //   Y[n, o..., c] = B[c] + sum over taps k of X[n, o*s - pb + k*d, c] * W[k..., c]
 // with X [N, spatial..., C], W [kernel..., C] and B [C]; strides, pads and dilations as Conv's (pads
@@ -592,7 +592,7 @@ std::vector<AnchorOutput> lowerDepthwiseConvNhwc(LowerContext& ctx) {
 }
 
 // ================================================================================================
-// PoolNhwc (nnc-internal, from passes/channels_last.cpp): MaxPool (mode "max", one output) or
+// PoolNhwc (nnc-internal, from targets/cpu/channels_last.cpp): MaxPool (mode "max", one output) or
 // AveragePool (mode "average") on channels-last data [N, spatial..., C], with the pool's own
 // attributes; taps unrolled and vectorised over the channels like DepthwiseConvNhwc.
 

@@ -1,10 +1,10 @@
-// DType tables stamped from ir/dtype.def, and bit-exact f16/bf16 <-> f32 conversions.
-#include "ir/dtype.h"
+// DType tables stamped from nnc/dtype.def, and bit-exact f16/bf16 <-> f32 conversions.
+#include "nnc/dtype.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc {
 
@@ -18,14 +18,14 @@ struct DTypeInfo {
 
 constexpr DTypeInfo kInfo[] = {
 #define NNC_DTYPE(e, name, ctype, size, onnx) {name, size, onnx},
-#include "ir/dtype.def"
+#include "nnc/dtype.def"
 #undef NNC_DTYPE
 };
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == kNumDTypes, "dtype tables out of sync");
 
 // Every C type in the list has the size the table claims.
 #define NNC_DTYPE(e, name, ctype, size, onnx) static_assert(sizeof(ctype) == size, #e " size");
-#include "ir/dtype.def"
+#include "nnc/dtype.def"
 #undef NNC_DTYPE
 
 const DTypeInfo& info(DType t) {

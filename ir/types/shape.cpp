@@ -1,5 +1,5 @@
 // Shape arithmetic: element counts with overflow checks, strides, broadcasting, axis normalisation.
-#include "ir/shape.h"
+#include "nnc/shape.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // The internal-error channel: NNC_CHECK failures end up here.
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc {
 

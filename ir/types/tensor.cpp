@@ -1,12 +1,12 @@
 // Host tensors: element access through double/int64 for every dtype, and ONNX Cast semantics.
-#include "ir/tensor.h"
+#include "nnc/tensor.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "ir/status.h"
+#include "nnc/status.h"
 
 namespace nnc {
 

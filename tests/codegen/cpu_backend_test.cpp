@@ -13,8 +13,8 @@
 #include <set>
 #include <thread>
 
-#include "codegen/llvm/microkernel.h"
 #include "cpu_test_util.h"
+#include "targets/cpu/codegen/microkernel.h"
 
 namespace nnc::codegen {
 namespace {

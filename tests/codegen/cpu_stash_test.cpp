@@ -1,4 +1,4 @@
-// kir/stash.h on the cpu: a softmax-like row kernel computes exp once (the reduction stores it into
+// targets/cpu/stash.h on the cpu: a softmax-like row kernel computes exp once (the reduction stores it into
 // the output, the inner loop reads it back); the interpreter runs the stashed kernel too. Results are
 // compared with the unstashed kernel in the interpreter and with a float64 softmax; kernels where
 // the rewrite is unsafe or pointless keep their form.
@@ -9,7 +9,7 @@
 
 #include "cpu_test_util.h"
 #include "kir/interpreter.h"
-#include "kir/stash.h"
+#include "targets/cpu/stash.h"
 
 namespace nnc::codegen {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/llvm/cpu_backend.h"
-#include "ir/tensor.h"
 #include "kir/interpreter.h"
 #include "kir/kernel_ir.h"
+#include "nnc/tensor.h"
+#include "targets/cpu/codegen/cpu_backend.h"
 
 namespace nnc::codegen::testing {
 

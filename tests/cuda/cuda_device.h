@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda/cuda_emitter.h"
-#include "codegen/cuda/nvrtc_compiler.h"
-#include "ir/status.h"
+#include "nnc/status.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "targets/cuda/codegen/cuda_emitter.h"
+#include "targets/cuda/codegen/nvrtc_compiler.h"
 
 namespace nnc::codegen::cuda {
 

@@ -1,7 +1,7 @@
 // CUDA backend without a GPU: the emitted source of representative kernels (key lines of the thread
 // mapping, reductions, conversions), NVRTC compiles of them for sm_90 (cubin + PTX with each entry),
 // errors, and the on-disk kernel cache.
-#include "codegen/cuda/cuda_emitter.h"
+#include "targets/cuda/codegen/cuda_emitter.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "codegen/cuda/nvrtc_compiler.h"
+#include "targets/cuda/codegen/nvrtc_compiler.h"
 #include "tests/cuda/cuda_test_kernels.h"
 
 namespace nnc::codegen::cuda {

@@ -8,10 +8,10 @@
 #include <limits>
 #include <random>
 
-#include "codegen/cuda/cuda_emitter.h"
-#include "codegen/cuda/nvrtc_compiler.h"
-#include "ir/tensor.h"
 #include "kir/interpreter.h"
+#include "nnc/tensor.h"
+#include "targets/cuda/codegen/cuda_emitter.h"
+#include "targets/cuda/codegen/nvrtc_compiler.h"
 #include "tests/cuda/cuda_device.h"
 #include "tests/cuda/cuda_lowering_util.h"
 #include "tests/cuda/cuda_test_kernels.h"

@@ -9,9 +9,9 @@
 
 #include "driver/compiler.h"
 #include "driver/plan_builder.h"
-#include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "kir/kernel_ir.h"
+#include "targets/target.h"
 
 namespace nnc::codegen::cuda::testing {
 

@@ -15,9 +15,9 @@
 #include <iostream>
 #include <regex>
 
-#include "codegen/cuda/cuda_emitter.h"
-#include "codegen/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/launch_dims.h"
+#include "targets/cuda/codegen/cuda_emitter.h"
+#include "targets/cuda/codegen/nvrtc_compiler.h"
 #include "tests/cuda/cuda_lowering_util.h"
 #include "tests/cuda/test_kernel_cache.h"
 

@@ -13,9 +13,7 @@
 #include <random>
 #include <sstream>
 
-#include "codegen/cuda/cuda_emitter.h"
 #include "driver/compiler.h"
-#include "driver/target.h"
 #include "frontend/onnx/importer.h"
 #include "ir/builder.h"
 #include "ir/reference.h"
@@ -23,6 +21,8 @@
 #include "runtime/cuda/launch_dims.h"
 #include "runtime/model_handle.h"
 #include "runtime/plan.h"
+#include "targets/cuda/codegen/cuda_emitter.h"
+#include "targets/target.h"
 #include "tests/cuda/cuda_lowering_util.h"
 #include "tests/cuda/test_kernel_cache.h"
 #include "tests/driver/driver_test_util.h"

@@ -1,4 +1,4 @@
-// The emulated cuBLASLt (runtime/cuda/emulated_cublaslt.cpp) on the emulated driver: GEMMs through
+// The emulated cuBLASLt (targets/cuda/emulator/emulated_cublaslt.cpp) on the emulated driver: GEMMs through
 // the real GemmRunner (odd sizes, transposes, batches with broadcast operands, every epilogue, f32,
 // f64, TF32, pointers off alignment, a CUDA graph) against the float64 reference of
 // cublaslt_test_util.h; alpha, beta, C and the epilogues' NaN handling through the C ABI; and misuse

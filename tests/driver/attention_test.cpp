@@ -1,4 +1,4 @@
-// Attention as one kernel (ir/lower_attention.h, codegen's emitAttention): the forms exporters write
+// Attention as one kernel (targets/cpu/lower_attention.h, codegen's emitAttention): the forms exporters write
 // (scale by Div or Mul, an additive mask, a Where mask with -inf, K transposed by a Transpose),
 // compiled for the cpu at -O2, run as one attention kernel and match the reference evaluator on the
 // unfused graph — over key blocks (the online softmax's rescaling), edge panels of K and V, edge row

@@ -21,7 +21,7 @@ struct ChainCase {
   int depthwise;  // DepthwiseConvNhwc nodes the -O2 pipeline must make
   DType dtype = DType::F32;
   int pools = 0;      // and PoolNhwc nodes
-  int pipelines = 0;  // and row pipelines in the plan (driver/row_pipelines.h)
+  int pipelines = 0;  // and row pipelines in the plan (targets/cpu/row_pipelines.h)
 };
 
 Tensor randomTensor(DType dtype, const Shape& shape, std::mt19937& rng) {

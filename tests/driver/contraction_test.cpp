@@ -1,4 +1,4 @@
-// Packed contractions (ir/lower_contraction.h, codegen/llvm/microkernel.h) against a float64 matrix
+// Packed contractions (targets/cpu/lower_contraction.h, targets/cpu/codegen/microkernel.h) against a float64 matrix
 // product computed here: shapes at and around the register tile and the cache blocks (skinny M,
 // K not a multiple of kc, N not a multiple of nr), constant B (packed at compile time) and run-time
 // B (in place or copied), broadcast and batched operands, transposed and sliced operands folded
@@ -83,7 +83,7 @@ Shape matrixShape(bool batched, int64_t batch, int64_t rows, int64_t cols) {
 
 class Contraction : public ::testing::TestWithParam<ContractionCase> {};
 
-void runCase(const ContractionCase& c, int optLevel, int threads = 2) {
+void runCase(const ContractionCase& c, int optLevel, int threads = 2, int vectorBits = 0) {
   std::mt19937 rng(7);
   const bool batchedOut = c.batchedA || c.batchedB;
   // Stored operands: A is [.., m, k] (or [.., k, m] when transposed), B [.., k, n] (or [.., n, k]).
@@ -157,6 +157,7 @@ void runCase(const ContractionCase& c, int optLevel, int threads = 2) {
   CompileOptions options;
   options.optLevel = optLevel;
   options.numThreads = threads;
+  options.vectorBits = vectorBits;
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
   ASSERT_TRUE(model.isOk()) << model.status().message();
   EXPECT_NE((*model)->report().kernelIr.find("contraction batch="), std::string::npos)
@@ -177,17 +178,11 @@ TEST_P(Contraction, MatchesFloat64) {
 
 // The AVX2 tile (6 x 16) on a host with AVX-512 (where the default tile is 14 x 32); the same tile
 // as the default elsewhere.
-TEST_P(Contraction, MatchesFloat64WithTheAvx2Tile) {
-  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "256");
-  runCase(GetParam(), 2);
-}
+TEST_P(Contraction, MatchesFloat64WithTheAvx2Tile) { runCase(GetParam(), 2, /*threads=*/2, /*vectorBits=*/256); }
 
 // The SSE/NEON tile (6 x 8, rows wider than a vector: the transposed tile goes through the scalar
 // epilogue) on any x86 host.
-TEST_P(Contraction, MatchesFloat64WithTheSseTile) {
-  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "128");
-  runCase(GetParam(), 2);
-}
+TEST_P(Contraction, MatchesFloat64WithTheSseTile) { runCase(GetParam(), 2, /*threads=*/2, /*vectorBits=*/128); }
 
 // Two MatMuls of one module with the same tile shape but different K, B rows and A strides (one A
 // transposed, read through its stride), and M = 50 (whole tiles and a shorter last one: with the

@@ -1,4 +1,4 @@
-// Convolutions through the packed GEMM (passes/conv_to_gemm, ir/lower_contraction.h) against a
+// Convolutions through the packed GEMM (passes/conv_to_gemm, targets/cpu/lower_contraction.h) against a
 // float64 direct convolution computed here. At -O2 a conv's Im2Col is read in place: the GEMM is
 // transposed (pixels x channels) and reads its A tiles in place through separable row/column offset
 // tables — one run of pixels 1 or 2 input elements apart, or two where a tile crosses one output row
@@ -58,7 +58,7 @@ const ConvCase kConvCases[] = {
     {"WeightsOutweighPatches", 1, 512, 256, 7, 7, 3, 1, 1, {1, 1, 1, 1}, true, true, true},
 };
 
-void runConv(const ConvCase& c, int optLevel) {
+void runConv(const ConvCase& c, int optLevel, int vectorBits = 0) {
   std::mt19937 rng(11);
   const int64_t span = c.dilation * (c.kernel - 1) + 1;
   const int64_t oh = (c.h + c.pads[0] + c.pads[2] - span) / c.stride + 1;
@@ -108,6 +108,7 @@ void runConv(const ConvCase& c, int optLevel) {
   CompileOptions options;
   options.optLevel = optLevel;
   options.numThreads = 2;
+  options.vectorBits = vectorBits;
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
   ASSERT_TRUE(model.isOk()) << model.status().message();
   const std::string& kernels = (*model)->report().kernelIr;
@@ -138,17 +139,11 @@ TEST_P(ConvContraction, MatchesFloat64) {
   for (int level : {0, 2}) runConv(GetParam(), level);
 }
 
-TEST_P(ConvContraction, MatchesFloat64WithTheAvx2Tile) {
-  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "256");
-  runConv(GetParam(), 2);
-}
+TEST_P(ConvContraction, MatchesFloat64WithTheAvx2Tile) { runConv(GetParam(), 2, /*vectorBits=*/256); }
 
 // The SSE/NEON tile (6 x 8, rows wider than a vector: the transposed tile goes through the scalar
 // epilogue) on any x86 host.
-TEST_P(ConvContraction, MatchesFloat64WithTheSseTile) {
-  ScopedEnv tile("NNC_GEMM_VECTOR_BITS", "128");
-  runConv(GetParam(), 2);
-}
+TEST_P(ConvContraction, MatchesFloat64WithTheSseTile) { runConv(GetParam(), 2, /*vectorBits=*/128); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConvContraction, ::testing::ValuesIn(kConvCases),
                          [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });

@@ -1,5 +1,5 @@
 // Windows read with a stride along the output row (stride-2/3/4 depthwise convs and pools), which
-// the CPU backend vectorises itself (codegen/llvm/kernel_lowering.cpp, "strided windows"): each
+// the CPU backend vectorises itself (targets/cpu/codegen/kernel_lowering.cpp, "strided windows"): each
 // tap's elements come from contiguous vectors, the last one masked. Checked against a float64
 // direct computation here, at -O0 and -O2 and with the AVX2 and SSE vector widths, with row lengths
 // that leave a scalar remainder, padding (the border pieces stay scalar), dilation and NaNs (a max
@@ -38,7 +38,7 @@ const WindowCase kWindowCases[] = {
     {"AveragePoolStride2FivePointRows", Window::AveragePool, 1, 3, 10, 10, 2, 2, 1, {0, 0, 0, 0}},
 };
 
-void runWindow(const WindowCase& c, int optLevel) {
+void runWindow(const WindowCase& c, int optLevel, int vectorBits = 0) {
   std::mt19937 rng(5);
   const int64_t span = c.dilation * (c.kernel - 1) + 1;
   const int64_t oh = (c.h + c.pads[0] + c.pads[2] - span) / c.stride + 1;
@@ -99,6 +99,7 @@ void runWindow(const WindowCase& c, int optLevel) {
   CompileOptions options;
   options.optLevel = optLevel;
   options.numThreads = 2;
+  options.vectorBits = vectorBits;
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
   ASSERT_TRUE(model.isOk()) << model.status().message();
   if (optLevel >= 2) {
@@ -117,15 +118,9 @@ TEST_P(StridedWindow, MatchesFloat64) {
   for (int level : {0, 2}) runWindow(GetParam(), level);
 }
 
-TEST_P(StridedWindow, MatchesFloat64WithAvx2Vectors) {
-  ScopedEnv width("NNC_GEMM_VECTOR_BITS", "256");
-  runWindow(GetParam(), 2);
-}
+TEST_P(StridedWindow, MatchesFloat64WithAvx2Vectors) { runWindow(GetParam(), 2, /*vectorBits=*/256); }
 
-TEST_P(StridedWindow, MatchesFloat64WithSseVectors) {
-  ScopedEnv width("NNC_GEMM_VECTOR_BITS", "128");
-  runWindow(GetParam(), 2);
-}
+TEST_P(StridedWindow, MatchesFloat64WithSseVectors) { runWindow(GetParam(), 2, /*vectorBits=*/128); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, StridedWindow, ::testing::ValuesIn(kWindowCases),
                          [](const ::testing::TestParamInfo<WindowCase>& info) { return info.param.name; });

@@ -1,12 +1,13 @@
-// The targets as objects (driver/target.h): their pass lists, the registry's errors, and their fusion
+// The targets as objects (targets/target.h): their pass lists, the registry's errors, and their fusion
 // hooks — which groups their contraction anchors make, of which kind, and the plan steps they become.
-#include "driver/target.h"
+#include "targets/target.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <sstream>
 
+#include "driver/plan_builder.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
 #include "tests/driver/driver_test_util.h"
@@ -31,8 +32,14 @@ std::unique_ptr<Target> target(const std::string& name) {
   return std::move(*t);
 }
 
+std::vector<std::string> passNames(const Target& t) {
+  std::vector<std::string> names;
+  for (const passes::TargetPass& p : t.passes()) names.emplace_back(p.name);
+  return names;
+}
+
 bool runs(const Target& t, const std::string& pass) {
-  const std::vector<std::string> passes = t.passes();
+  const std::vector<std::string> passes = passNames(t);
   return std::find(passes.begin(), passes.end(), pass) != passes.end();
 }
 
@@ -95,17 +102,22 @@ TEST(Targets, CudaNeedsNvrtcAndARealArchitecture) {
 TEST(Targets, ChannelsLastAndExplicitPaddingAreTheCpusPasses) {
   auto cpu = target("cpu"), cuda = target("cuda");
   ASSERT_TRUE(cpu && cuda);
-  EXPECT_EQ(cpu->passes(), (std::vector<std::string>{"channels-last", "conv-to-gemm", "explicit-padding"}));
+  EXPECT_EQ(passNames(*cpu), (std::vector<std::string>{"channels-last", "conv-to-gemm", "explicit-padding"}));
   EXPECT_TRUE(runs(*cuda, "conv-to-gemm"));
   EXPECT_FALSE(runs(*cuda, "explicit-padding"));
   EXPECT_FALSE(runs(*cuda, "channels-last"));
-  // Every pass a target names is a target pass of the table.
+  // Every pass a target runs is listed as a target pass run by it, before the shared ones.
+  const std::vector<PassListing> listed = allPasses();
   for (const std::unique_ptr<Target>& t : allTargets())
-    for (const std::string& name : t->passes()) {
-      bool targetPass = false;
-      for (const passes::PassInfo& p : passes::listPasses()) targetPass |= p.name == name && p.targetPass;
-      EXPECT_TRUE(targetPass) << t->name() << ": " << name;
+    for (const std::string& name : passNames(*t)) {
+      bool found = false;
+      for (const PassListing& p : listed)
+        found |= p.info.name == name && p.info.targetPass &&
+                 std::find(p.targets.begin(), p.targets.end(), t->name()) != p.targets.end();
+      EXPECT_TRUE(found) << t->name() << ": " << name;
     }
+  EXPECT_EQ(listed[3].info.name, "simplify");
+  EXPECT_FALSE(listed[3].info.targetPass);
 }
 
 TEST(Targets, MatMulBiasGroupKinds) {
@@ -137,11 +149,11 @@ TEST(Targets, MatMulBiasPlanSteps) {
     if (std::string(name) == "cpu") {
       EXPECT_EQ(steps, "kernel:m, a, y");
       ASSERT_EQ(lowered->kernels.size(), 1u);
-      EXPECT_TRUE(lowered->kernels[0].contraction.has_value());
+      EXPECT_TRUE(lowered->kernels[0].as<kir::Contraction>());
     } else {
       EXPECT_EQ(steps, "library:m, a kernel:y");
       ASSERT_EQ(lowered->kernels.size(), 1u);
-      EXPECT_FALSE(lowered->kernels[0].contraction.has_value());
+      EXPECT_FALSE(lowered->kernels[0].as<kir::Contraction>());
     }
   }
 }

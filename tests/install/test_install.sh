@@ -15,7 +15,7 @@ trap 'rm -rf "$WORK"' EXIT
 cmake --install "$BUILD" --prefix "$WORK/first" >/dev/null
 mv "$WORK/first" "$WORK/moved"
 PREFIX=$WORK/moved
-for f in bin/nnc include/nnc/model.h include/nnc/cpp/driver/compiler.h lib/nnc/libnnc_runtime.a lib/nnc/model_so.map \
+for f in bin/nnc include/nnc/model.h include/nnc/compiler.h include/nnc/onnx.h lib/nnc/libnnc_runtime.a lib/nnc/model_so.map \
   lib/cmake/nnc/nncConfig.cmake; do
   [ -e "$PREFIX/$f" ] || { echo "install_tree: $f is missing from the installed tree"; exit 1; }
 done
@@ -44,5 +44,9 @@ fi
 cmake -S "$SRC/examples/cmake" -B "$WORK/example" -DCMAKE_PREFIX_PATH="$PREFIX" >"$WORK/example.log" 2>&1 &&
   cmake --build "$WORK/example" -j2 >>"$WORK/example.log" 2>&1 ||
   { echo "install_tree: examples/cmake did not build against the installed tree:"; tail -30 "$WORK/example.log"; exit 1; }
+# The public headers are the whole C++ API: nothing of the compiler's own is installed.
+if [ -e "$PREFIX/include/nnc/cpp" ] || [ -e "$PREFIX/include/ir" ]; then
+  echo "install_tree: internal headers were installed"; exit 1
+fi
 "$WORK/example/nnc_cmake_example" "$WORK/example.so"
 echo "install_tree: ok"

@@ -1,6 +1,6 @@
 // DType tables and the f16/bf16 conversions against known bit patterns (values from numpy /
 // ml_dtypes, e.g. np.float16(0.1).view(np.uint16) == 0x2E66).
-#include "ir/dtype.h"
+#include "nnc/dtype.h"
 
 #include <gtest/gtest.h>
 

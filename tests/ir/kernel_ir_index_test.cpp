@@ -5,10 +5,10 @@
 // kernels built from them agree with a brute-force evaluation over every loop point.
 #include <gtest/gtest.h>
 
-#include "ir/tensor.h"
 #include "kir/affine.h"
 #include "kir/interpreter.h"
 #include "kir/kernel_ir.h"
+#include "nnc/tensor.h"
 
 namespace nnc {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/shape.h"
-#include "ir/tensor.h"
+#include "nnc/shape.h"
+#include "nnc/tensor.h"
 
 namespace nnc {
 namespace {

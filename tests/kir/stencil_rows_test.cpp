@@ -1,9 +1,9 @@
-// Register blocking of stencil rows (kir/stencil_rows.h): a channels-last 3 x 3 window kernel is
+// Register blocking of stencil rows (targets/cpu/stencil_rows.h): a channels-last 3 x 3 window kernel is
 // rewritten to S pixels per point with the copies' shared loads merged, and computes bit for bit
 // what the original computes (both run by the kernel-IR interpreter on random data); kernels whose
 // copies would share nothing, that read what they write, or whose rows have no divisor in [2, 8] are
 // left alone.
-#include "kir/stencil_rows.h"
+#include "targets/cpu/stencil_rows.h"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <random>
 #include <set>
 
-#include "ir/tensor.h"
 #include "kir/interpreter.h"
 #include "kir/kernel_ir.h"
+#include "nnc/tensor.h"
 
 namespace nnc {
 namespace {

@@ -3,6 +3,7 @@
 // transpose. The numerics are in tests/driver/channels_last_numerics_test.cpp.
 #include "ir/parser.h"
 #include "passes/pipeline.h"
+#include "targets/cpu/cpu_passes.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace nnc::passes {
@@ -134,7 +135,7 @@ TEST(ChannelsLast, AfterThePipelineOnlyTheChainsEdgesAreTransposed) {
   ASSERT_TRUE(g.isOk()) << g.status().message();
   PipelineOptions options;
   options.optLevel = 2;
-  options.targetPasses = {"channels-last", "conv-to-gemm", "explicit-padding"};
+  options.targetPasses = {kChannelsLast, kConvToGemm, kExplicitPadding};
   options.verifyEachPass = true;
   ASSERT_TRUE(runPipeline(**g, options).isOk());
   EXPECT_EQ(countOps(**g, OpKind::Conv), 0);

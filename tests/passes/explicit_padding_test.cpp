@@ -1,5 +1,6 @@
 // explicit-padding (cpu) as text: which padded depthwise convs read a zero Pad of their input (the
 // numerics are in tests/driver/strided_window_test.cpp and the conformance suite).
+#include "targets/cpu/cpu_passes.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace nnc::passes {

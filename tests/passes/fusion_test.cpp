@@ -174,7 +174,7 @@ TEST(Fusion, ArithmeticIsNotInlinedIntoAConv) {
 
 TEST(Fusion, DataMovementIsInlinedIntoAMatMul) { EXPECT_EQ(partition(kTransposeIntoMatMul), "t y"); }
 
-// --- a target's contraction hooks (driver/target.h: the cpu's packed GEMM, cuda's cuBLASLt calls;
+// --- a target's contraction hooks (targets/target.h: the cpu's packed GEMM, cuda's cuBLASLt calls;
 // tests/driver/target_test.cpp checks those) ---------------------------------------------------
 
 // Hooks as a test target declares them: f32 MatMuls anchor library calls that take strided views

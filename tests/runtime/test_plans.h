@@ -97,7 +97,7 @@ inline Plan makeRowPipelinePlan(int64_t rows, bool pipelined) {
     pipe.firstStep = 0;
     pipe.bandRows = std::min<int64_t>(2, outRows);
     const auto rowBytes = static_cast<int64_t>(row);
-    // Windows as driver/row_pipelines.cpp sizes them: the reader's rows, plus a unit at either end.
+    // Windows as targets/cpu/row_pipelines.cpp sizes them: the reader's rows, plus a unit at either end.
     const int64_t winRows = std::min(rows, (pipe.bandRows - 1) * 2 + 2);
     const int64_t scaleRows = std::min(rows, (winRows - 1) + 3 + 2);
     const PipelineStage scale{.rows = rows, .unitRows = 2, .outSlot = 1, .rowBytes = rowBytes, .windowRows = scaleRows};

@@ -1,5 +1,5 @@
 // `nnc bisect`: each fused group checked alone against the reference evaluator; with a kernel broken on
-// purpose (NNC_FAULT_NODE, a test-only switch in the plan builder), the first group out of tolerance is
+// purpose (--inject-fault, CompileOptions::faultNode, a test-only switch), the first group out of tolerance is
 // the one holding that node, named with its worst element; a clean model passes with exit 0.
 #include <filesystem>
 
@@ -53,7 +53,7 @@ TEST_F(BisectCommand, ACleanModelAgreesEverywhere) {
 TEST_F(BisectCommand, ABrokenKernelIsNamedWithItsWorstElement) {
   writeFile(dir / "m.onnx", chain().bytes());
   writeFile(dir / "x.pb", floatTensorBytes("x", {4, 8}, inputX()));
-  RunResult r = runNnc({"bisect", "m.onnx", "--input", "x=x.pb"}, dir.path(), {{"NNC_FAULT_NODE", "probs"}});
+  RunResult r = runNnc({"bisect", "m.onnx", "--input", "x=x.pb", "--inject-fault=probs"}, dir.path());
   EXPECT_EQ(r.exitCode, 1) << r;
   EXPECT_TRUE(contains(r.out, "group 0 ok")) << r.out;
   EXPECT_TRUE(contains(r.out, "group 1 FAIL: output 'y' (f32[4x6]): 24 of 24 elements out of tolerance")) << r.out;
@@ -72,7 +72,9 @@ TEST_F(BisectCommand, RealModelsAgreeAndAFaultIsFound) {
   EXPECT_EQ(clean.exitCode, 0) << clean;
   EXPECT_TRUE(contains(clean.out, "all 20 groups agree")) << clean.out;
   // The second layer's softmax, broken: the groups before it agree, its group is the one named.
-  RunResult broken = runNnc(args, dir.path(), {{"NNC_FAULT_NODE", "/layers/layers.1/Softmax"}});
+  std::vector<std::string> faulty = args;
+  faulty.push_back("--inject-fault=/layers/layers.1/Softmax");
+  RunResult broken = runNnc(faulty, dir.path());
   EXPECT_EQ(broken.exitCode, 1) << broken;
   EXPECT_TRUE(contains(broken.out, "group 13 FAIL")) << broken.out;
   EXPECT_TRUE(contains(broken.out, "nodes: /layers/layers.1/Softmax (Softmax)")) << broken.out;

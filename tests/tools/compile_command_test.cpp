@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <regex>
 
-#include "driver/target.h"
 #include "passes/pipeline.h"
+#include "targets/target.h"
 #include "tests/tools/nnc_cli_util.h"
 
 namespace nnc::testing {
@@ -153,12 +153,11 @@ TEST_F(CompileCommand, TimePassesPrintsEveryPipelinePass) {
   ASSERT_EQ(r.exitCode, 0) << r;
   Expected<std::unique_ptr<Target>> cpu = makeTarget(CompileOptions{});
   ASSERT_TRUE(cpu.isOk()) << cpu.status().message();
-  const std::vector<std::string> cpuPasses = (*cpu)->passes();
-  for (const passes::PassInfo& p : passes::listPasses()) {
-    const std::regex line("  " + p.name + R"(\s+[0-9.]+ ms)");
+  for (const PassListing& p : allPasses()) {
+    const std::regex line("  " + p.info.name + R"(\s+[0-9.]+ ms)");
     // A target pass the cpu does not list never runs for this cpu compile.
-    const bool runs = !p.targetPass || std::find(cpuPasses.begin(), cpuPasses.end(), p.name) != cpuPasses.end();
-    EXPECT_EQ(std::regex_search(r.err, line), runs) << p.name << " in\n" << r.err;
+    const bool runs = std::find(p.targets.begin(), p.targets.end(), "cpu") != p.targets.end();
+    EXPECT_EQ(std::regex_search(r.err, line), runs) << p.info.name << " in\n" << r.err;
   }
 }
 
@@ -224,7 +223,7 @@ TEST(CommandLine, HelpListsUsageAndPasses) {
   RunResult r = runNnc({"--help"}, dir.path());
   ASSERT_EQ(r.exitCode, 0) << r;
   EXPECT_TRUE(contains(r.out, "usage: nnc MODEL.onnx -o MODEL.so")) << r.out;
-  for (const passes::PassInfo& p : passes::listPasses()) EXPECT_TRUE(contains(r.out, p.name)) << p.name;
+  for (const PassListing& p : allPasses()) EXPECT_TRUE(contains(r.out, p.info.name)) << p.info.name;
 }
 
 TEST(CommandLine, NoArgumentsPrintsUsageAndFails) {

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <random>
 
-#include "codegen/llvm/fma_probe.h"
 #include "runtime/cuda/emulator.h"
+#include "targets/cpu/codegen/fma_probe.h"
 #include "tools/nnc/cli.h"
 
 namespace nnc::cli {

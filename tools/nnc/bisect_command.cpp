@@ -11,9 +11,9 @@
 #include <map>
 
 #include "driver/plan_builder.h"
-#include "driver/target.h"
 #include "ir/reference.h"
 #include "passes/pipeline.h"
+#include "targets/target.h"
 #include "tools/nnc/cli.h"
 
 namespace nnc::cli {
@@ -163,8 +163,8 @@ int bisectCommand(const CommonOptions& options) {
 
   // Each group compiled alone, without passes (materialize-outputs aside: the nodes are final).
   CompileOptions groupOptions = compile;
-  for (const passes::PassInfo& p : passes::listPasses())
-    if (p.name != "materialize-outputs") groupOptions.disabledPasses.push_back(p.name);
+  for (const PassListing& p : allPasses())
+    if (p.info.name != "materialize-outputs") groupOptions.disabledPasses.push_back(p.info.name);
   const std::vector<KernelGroup>& groups = program->groups;
   std::printf(
       "%s: %zu kernel groups at -O%d (target %s), each run on the reference evaluator's inputs and "

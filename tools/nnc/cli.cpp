@@ -13,9 +13,10 @@
 #include <optional>
 #include <sstream>
 
-#include "driver/runtime_files.h"
 #include "passes/pipeline.h"
 #include "runtime/model_handle.h"
+#include "targets/runtime_files.h"
+#include "targets/target.h"
 
 namespace nnc::cli {
 
@@ -105,6 +106,9 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(Shape s, parseDims(kv.second, "--shape " + v));
       if (!o.import.shapeOverrides.emplace(kv.first, s).second)
         return Status::error("--shape given twice for '" + kv.first + "'");
+    } else if (is("--inject-fault")) {
+      // For testing `nnc bisect` (CompileOptions::faultNode): not in the usage text.
+      NNC_ASSIGN_OR_RETURN(o.compile.faultNode, value("--inject-fault"));
     } else if (is("--bind")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--bind"));
       NNC_ASSIGN_OR_RETURN(auto kv, splitAssignment(v, "--bind"));
@@ -130,7 +134,7 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--disable-pass"));
       // A misspelt name would otherwise disable nothing, silently.
       bool known = false;
-      for (const passes::PassInfo& p : passes::listPasses()) known |= p.name == v;
+      for (const PassListing& p : allPasses()) known |= p.info.name == v;
       if (!known) return Status::error("--disable-pass: unknown pass '" + v + "' (nnc --help lists the passes)");
       o.compile.disabledPasses.push_back(v);
     } else if (is("--expect-pass")) {

@@ -9,9 +9,9 @@
 
 #include "driver/compiler.h"
 #include "frontend/onnx/importer.h"
-#include "ir/status.h"
-#include "ir/tensor.h"
 #include "nnc/model.h"
+#include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace nnc::cli {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "driver/runtime_files.h"
+#include "targets/runtime_files.h"
 #include "tools/nnc/cli.h"
 
 namespace nnc::cli {
@@ -51,6 +51,10 @@ int compileCommand(const CommonOptions& o) {
   Status status;
   if (!o.output.empty()) {
     status = compileToSharedLibrary(**graph, options, o.output, &report);
+  } else if (o.emit == "ir" || o.emit == "fused-ir" || o.emit == "kernel-ir") {
+    // What lowering makes needs no code generation (the plan does: a target's code generation fills
+    // in its part, e.g. cuda's thread mappings).
+    status = compileForEmit(**graph, options, &report, /*generateCode=*/false);
   } else if (cuda) {
     // Printing the kernels needs no GPU: compile without creating a runnable model.
     status = compileForEmit(**graph, options, &report);

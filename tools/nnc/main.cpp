@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "driver/target.h"
 #include "passes/pipeline.h"
+#include "targets/target.h"
 #include "tools/nnc/cli.h"
 
 namespace {
@@ -54,17 +54,13 @@ int runNnc(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     if (argc >= 2) {
       std::puts("passes (in pipeline order):");
-      const std::vector<std::unique_ptr<nnc::Target>> targets = nnc::allTargets();
-      for (const nnc::passes::PassInfo& p : nnc::passes::listPasses()) {
+      const size_t numTargets = nnc::allTargets().size();
+      for (const nnc::PassListing& listing : nnc::allPasses()) {
+        const nnc::passes::PassInfo& p = listing.info;
         // A target pass not every target runs: "(cpu only) ".
         std::string runBy;
-        size_t count = 0;
-        for (const std::unique_ptr<nnc::Target>& t : targets) {
-          const std::vector<std::string> passes = t->passes();
-          if (std::find(passes.begin(), passes.end(), p.name) == passes.end()) continue;
-          runBy += (count++ ? ", " : "") + t->name();
-        }
-        const std::string only = p.targetPass && count < targets.size() ? "(" + runBy + " only) " : "";
+        for (const std::string& t : listing.targets) runBy += (runBy.empty() ? "" : ", ") + t;
+        const std::string only = listing.targets.size() < numTargets ? "(" + runBy + " only) " : "";
         std::printf("  %-20s %s%s\n", p.name.c_str(), only.c_str(), p.description.c_str());
       }
     }

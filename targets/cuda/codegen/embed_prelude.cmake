@@ -1,0 +1,20 @@
+# Wraps a text file (IN, followed by IN2 when given) in a C++ raw
+# string literal header (OUT) at build time: `inline constexpr const char VAR[]` in namespace NS
+# (defaults: kPreludeSource in nnc::codegen::cuda, for targets/cuda/codegen/prelude.cuh).
+if(NOT VAR)
+  set(VAR kPreludeSource)
+endif()
+if(NOT NS)
+  set(NS nnc::codegen::cuda)
+endif()
+set(text "")
+foreach(file ${IN} ${IN2})
+  file(READ ${file} part)
+  string(APPEND text "${part}")
+endforeach()
+string(FIND "${text}" ")nnc_prelude\"" clash)
+if(NOT clash EQUAL -1)
+  message(FATAL_ERROR "${IN} contains the raw-string delimiter )nnc_prelude\"")
+endif()
+file(WRITE ${OUT}.tmp "// Generated from ${IN} by embed_prelude.cmake; edit that file instead.\n#pragma once\nnamespace ${NS} {\ninline constexpr const char ${VAR}[] = R\"nnc_prelude(${text})nnc_prelude\";\n}  // namespace ${NS}\n")
+file(RENAME ${OUT}.tmp ${OUT})
