@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const nnc::Value* v : graph.values()) total += v->shape().numel();
   if (total > (1 << 16)) return 0;
   // Run-time errors (an index out of range, ...) are fine as long as they are errors.
-  // A small budget: under ASan the interpreter needs tens of microseconds per loop point.
+  // A small budget: the interpreter is slow per loop point, and far slower under ASan.
   (void)nnc::evaluateGraph(graph, nnc::fuzz::deterministicInputs(graph), int64_t{1} << 18);
   return 0;
 }

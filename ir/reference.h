@@ -16,13 +16,13 @@ namespace nnc {
 Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<Tensor>& inputs);
 
 // The budget of constant folding (GraphBuilder and the fold-constants pass), in loop points: about a
-// second of the interpreter at most (a conv costs about 0.35 us per point in a Release build).
+// second of the interpreter at most (as measured per point of a conv in a Release build; bench/NOTES.md).
 // Larger nodes stay in the graph and run as compiled code.
 inline constexpr int64_t kMaxFoldWork = int64_t{1} << 22;
 
 // evaluateNode within a budget of kernel-IR loop points (kir::Kernel::work): nullopt, without
-// running anything, when the node's kernels need more. The interpreter is slow (about a
-// microsecond per point for a conv), so constant folding must not hand it a 10^10-point
+// running anything, when the node's kernels need more. The interpreter is slow (far slower per
+// point than compiled code), so constant folding must not hand it a 10^10-point
 // convolution that a model file can ask for.
 Expected<std::optional<std::vector<Tensor>>> evaluateNodeWithin(const Node& node, const std::vector<Tensor>& inputs,
                                                                 int64_t maxWork);

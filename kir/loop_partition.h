@@ -25,8 +25,8 @@ struct LoopPiece {
 
 // The narrowest vector the CPU backend emits for a piece (4 lanes): a shorter piece runs scalar, so
 // rows without a piece this long are not split (the split would only add loops). At 8, a Pad's
-// 7-point rows (ResNet's last stage) stayed one loop of masked scalar loads: 512 x 7 x 7 -> 9 x 9
-// 0.040 -> 0.032 ms at 4.
+// 7-point rows (ResNet's last stage) stayed one loop of masked scalar loads; 512 x 7 x 7 -> 9 x 9
+// ran faster at 4 (bench/NOTES.md, "Figures moved out of code comments").
 inline constexpr int64_t kMinVectorPiece = 4;
 
 // The pieces covering [0, extent) of the innermost outer variable in order, at most `maxPieces`;

@@ -3,8 +3,8 @@
 //   d = Div(x, sqrt 2) | Mul(x, 1 / sqrt 2)     e = Erf(d)     p = Add(e, 1)
 //   y = Mul(Mul(x, p), 0.5) | Mul(Mul(x, 0.5), p) | Mul(Mul(p, 0.5), x)    (operands in either order)
 // becomes one Gelu(x) {approximate = "none"}, which multiplies by 1 / sqrt 2 where the export divides:
-// a vector division costs ~10 cycles where a multiply costs half of one (ConvNeXt's 1.2 M-element
-// GELU: ~0.2 ms of its ~0.9; bench/NOTES.md), and the rounding changes by at most an ulp. The
+// a vector division costs ~10 cycles where a multiply costs half of one (a measurable share of
+// ConvNeXt's 1.2 M-element GELU; bench/NOTES.md), and the rounding changes by at most an ulp. The
 // intermediates must have no other users and not be graph outputs; the constants must be scalars
 // within a few ulp of sqrt 2 (or its reciprocal), 1 and 0.5.
 #include <cmath>

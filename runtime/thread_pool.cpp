@@ -69,8 +69,8 @@ int resolveNumThreads(int requested) {
 // is created right after its compile, which uses them all) on its creator's CPU, and a woken thread
 // goes back to the CPU it slept on — so the worker and the caller could share one CPU for many
 // milliseconds until load balancing parts them, the worker running only when the caller waits (the
-// batch-1 MLP at 2 threads: 0.04-0.05 ms a run instead of 0.013 for its first ~250 runs, in most
-// process starts; bench/NOTES.md). Worker `index` (1, 2, ...) moves once to the index-th allowed
+// batch-1 MLP at 2 threads ran several times slower for its first ~250 runs, in most process
+// starts; bench/NOTES.md). Worker `index` (1, 2, ...) moves once to the index-th allowed
 // CPU after its creator's, then gets its whole affinity back: a starting place, not a pin.
 void startAwayFromCreator(int creatorCpu, int index) {
 #if defined(__linux__)
@@ -243,15 +243,15 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   }
   // Several chunks per thread, so that a slow or descheduled thread's share is picked up by others,
   // and many where the points allow (a contraction's 28 tasks: 4 per thread made 7 chunks of 4 tasks,
-  // 16 against 12 tasks on 2 threads; one task per chunk took ResNet-18 at 2 threads 17.4-18.2 ->
-  // 15.5-16.5 ms and a 3 x 3 conv at 14 x 14 0.82 -> 0.64 ms). A chunk is at least minChunk points:
+  // 16 against 12 tasks on 2 threads; one task per chunk made ResNet-18 and a 3 x 3 conv at 14 x 14
+  // faster at 2 threads, bench/NOTES.md). A chunk is at least minChunk points:
   // that much work amortises handing it out.
   constexpr int64_t kChunksPerThread = 16;
   int64_t chunk = std::max(minChunk, (total + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
   // Whole groups: a conv run column block by column block has granule = its row blocks, which all
-  // read one block of weights. Split between threads, both threads fetched every block: ResNet-18's
-  // 7 x 7 layers at 2 threads 1.18-1.29 -> 0.99-1.02 ms. Only with two groups or more per thread, so
-  // that the threads stay balanced.
+  // read one block of weights. Split between threads, both threads fetched every block (whole groups
+  // made ResNet-18's 7 x 7 layers faster at 2 threads; bench/NOTES.md). Only with two groups or more
+  // per thread, so that the threads stay balanced.
   if (granule > 1 && total / granule >= 2 * threads) chunk = (chunk + granule - 1) / granule * granule;
   int64_t numChunks = (total + chunk - 1) / chunk;
   if (numChunks <= 1) {
@@ -298,7 +298,7 @@ void ThreadPool::parallelFor(int64_t total, int64_t minChunk, int64_t granule,
   impl_->doneCv.wait(lock, [&] { return impl_->active == 0; });
   // A worker that loses its core while it holds a chunk (another process on it) keeps the caller
   // waiting for the rest of that process's time slice, milliseconds, job after job: ResNet-18 at
-  // 64 x 64 with `yes` on one core took 4.1-5.5 ms at 2 threads against 3.5 at 1 (bench/NOTES.md).
+  // 64 x 64 with `yes` on one core ran slower at 2 threads than at 1 (bench/NOTES.md).
   // A wait that long, and four times the caller's own share, is not a late or larger chunk (ResNet-50's
   // column blocks at 2 threads wait up to about their share: no such fallback in 60 runs): run the
   // next jobs on the caller alone, then try the workers again.

@@ -72,9 +72,9 @@ struct DriverApi;
 
 // Holds a retain on the device's primary context while it lives (nothing without a driver or device).
 // Each executor retains and releases that context itself, so when the last model of a process is
-// destroyed the driver tears the context down and the next model builds it again: on an H200
-// (2026-11-26) 0.1-0.3 s per model alone and 1.5-2 s with 16 processes doing it at once — most of what
-// a conformance case cost there. A process that creates models one after another (nnc test's case
+// destroyed the driver tears the context down and the next model builds it again: costly per model
+// alone and far more with 16 processes doing it at once — on an H200, most of what a conformance case
+// cost (bench/NOTES.md). A process that creates models one after another (nnc test's case
 // worker) keeps one of these.
 class PrimaryContextHold {
  public:

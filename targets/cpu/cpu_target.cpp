@@ -56,8 +56,8 @@ class CpuTarget final : public Target {
  public:
   explicit CpuTarget(const CompileOptions& options) : Target(options) {
     // LLVM's O2 pipeline at every -O level: O3 was measured no faster on any kernel here and slower on
-    // several (bench/NOTES.md: a LayerNorm row kernel 1.45 vs 1.9-3.4 ms, softmax 0.43 vs 0.50 ms, a
-    // 3x3 conv 2.09 vs 2.24 ms), and one pipeline makes eager vs fused a measure of fusion alone.
+    // several (a LayerNorm row kernel, softmax, a 3x3 conv; bench/NOTES.md), and one pipeline makes
+    // eager vs fused a measure of fusion alone.
     llvm_.optLevel = 2;
     llvm_.gemmVectorBits = options.vectorBits;
     tile_ = codegen::hostTileTarget(llvm_);

@@ -40,7 +40,7 @@ Expected<bool> explicitPadding(Graph& graph) {
     // A conv that stays a window (depthwise) gains from the copy along long unit-stride output rows,
     // whose taps then vectorise without a border, and along short rows (MobileNet's 16, 8, 4 and 2
     // pixels), where the border pieces of the implicit padding are most of the row and leave too
-    // few points to vectorise (144 channels of 16 x 16: 0.177 -> 0.013 + 0.023 ms with the copy).
+    // few points to vectorise (144 channels of 16 x 16 ran much faster with the copy, the copy included).
     // Long strided rows keep the implicit padding: their partitioned interior vectorises, and a
     // pass over a large input costs more (measured, bench/NOTES.md).
     if (n->op() == OpKind::Conv) {

@@ -113,8 +113,8 @@ Expected<LoweredKernel> lowerAttention(const KernelGroup& group, const std::stri
   a.mr = std::clamp<int64_t>((target.vectorRegisters - 3) / 2, 1, 14);
   // One row tile per task, and blocks of up to 512 keys: the scores' tile (14 x 512 floats, 28 KiB)
   // stays in L1, and each block's fixed costs — its softmax loops, the accumulator's rescale, the P.V
-  // microkernel's loads and stores of its tile — spread over more keys. Against 28 rows x 128 keys:
-  // 1,024 tokens 24.5 -> 22.7 ms, 2,048 95.1 -> 87.6 ms at 1 thread (bench/NOTES.md).
+  // microkernel's loads and stores of its tile — spread over more keys. Against 28 rows x 128 keys it
+  // was faster at 1,024 and 2,048 tokens at 1 thread (bench/NOTES.md).
   a.qBlock = a.mr;
   a.kBlock = std::min<int64_t>(512, (a.lk + a.nr - 1) / a.nr * a.nr);
   kernel.kind = a;

@@ -23,7 +23,7 @@ constexpr int64_t kMaxTransposedPackedA = 512 << 10;
 // So does an as-is GEMM's, beside a run-time B's block (up to 256 KiB): 128 KiB of A then. Against
 // compile-time packed weights (no B on the stack) A may take the transposed GEMM's 512 KiB: BERT's
 // 128 x 768 x 3072 (K = 3072) then packs 3 row tiles per block instead of 1, so the 9.4 MB of
-// weights stream from L3 4 times instead of 10 (3.77 -> 3.53 ms at 1 thread; see bench/NOTES.md).
+// weights stream from L3 4 times instead of 10 (measured faster at 1 thread; see bench/NOTES.md).
 constexpr int64_t kMaxPackedA = 128 << 10, kMaxPackedAWithPackedB = kMaxTransposedPackedA;
 // The K range in which weights x activations runs transposed (see lowerContraction): from 128, up to
 // 4096 (a 14-row run-time packed tile of 224 KiB, a quarter of L2; longer K keeps its K blocks).
@@ -36,18 +36,20 @@ static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
 // broadcast A value. AVX2 (16 registers, 8 lanes): 6 x 16; AVX-512 (32, 16 lanes): 14 x 32.
 // A plain GEMM whose last row tile would be thin takes a slightly shorter tile instead: a tile of
 // r rows streams its B panel from L2 for 2r FMAs per K step, so a 2-row edge tile (128 = 9 x 14 + 2)
-// is bound by L2 bandwidth, not FMAs — measured at 6% of 128 x 768 x 3072's time for 1.6% of its
-// work. 13 x 32 tiles cover 128 rows as 9 x 13 + 11, every tile FMA-bound. A transposed GEMM's rows
-// are a conv's pixels, whose in-place tiles follow the image rows: it keeps the widest tile.
+// is bound by L2 bandwidth, not FMAs — in 128 x 768 x 3072 it took several times its 1.6% share of
+// the work in time (bench/NOTES.md). 13 x 32 tiles cover 128 rows as 9 x 13 + 11, every tile
+// FMA-bound. A transposed GEMM's rows are a conv's pixels, whose in-place tiles follow the image
+// rows: it keeps the widest tile.
 //
 // A plain GEMM with fewer columns than two full vectors (a channels-last 1x1 conv to 16 or 24
 // channels) takes as many vectors as cover its columns. Where 8-lane FMAs retire as many FLOPs per
 // cycle as 16-lane ones (Zen 4, AVX2 machines) they are 8-lane: 16 columns as 2 x 8 instead of half
-// of a 2 x 16 panel, wasting nothing (MobileNetV2's 32 -> 16 projection at 112^2: 0.48 -> 0.14 ms
-// on Zen 4). Where a 16-lane FMA is twice as fast (TileTarget::fullRateWideFma) they stay 16-lane:
-// 16 columns as 1 x 16, 24 as 2 x 16 with a third of the second vector padding (on the Xeon the 32
-// -> 16 projection at 112^2: 0.153 -> 0.137 ms). A GEMM of a few row tiles (a 1 x 1 conv to 16 or 24
-// channels, weights x activations) splits its rows evenly: 16 rows as 2 x 8 instead of 14 + 2.
+// of a 2 x 16 panel, wasting nothing (MobileNetV2's 32 -> 16 projection at 112^2 ran several times
+// faster on Zen 4). Where a 16-lane FMA is twice as fast (TileTarget::fullRateWideFma) they stay
+// 16-lane: 16 columns as 1 x 16, 24 as 2 x 16 with a third of the second vector padding (on the Xeon
+// the 32 -> 16 projection at 112^2 ran faster that way; bench/NOTES.md). A GEMM of a few row tiles
+// (a 1 x 1 conv to 16 or 24 channels, weights x activations) splits its rows evenly: 16 rows as
+// 2 x 8 instead of 14 + 2.
 void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
   int nrVectors = 2;
   c.lanes = t.lanes;
@@ -91,13 +93,14 @@ void chooseTile(const kir::TileTarget& t, kir::Contraction& c) {
 // A conv whose weights outweigh its patches (ResNet's 7 x 7 and 14 x 14 stages: 49 pixels x 4608
 // against 9.4 MB of weights) runs its tasks column block by column block, each block of weights
 // sized to stay in L2 while every row block reads it: the weights come from memory once instead of
-// once per row block. Eight chained 7 x 7 3 x 3 convs, 1 thread: 20.4-21.3 -> 17.4-17.6 ms; ResNet-18
-// 27.6-28.1 -> 26.4 ms. Only for a conv's patches, read in place (cheap to re-read per task): a plain
-// GEMM's run-time A would be repacked by every task (GPT-2's block 14 -> 16 ms when tried).
+// once per row block (eight chained 7 x 7 3 x 3 convs and ResNet-18 measured faster at 1 thread;
+// bench/NOTES.md). Only for a conv's patches, read in place (cheap to re-read per task): a plain
+// GEMM's run-time A would be repacked by every task (GPT-2's block ran slower when tried).
 // A block takes 3/8 of L2, not half: the microkernel hints the next block into L2 while this one
 // is read (codegen's prefetchNextBlock), so two blocks and the patches share it (eight chained 2048
-// -> 2048 1 x 1 convs at 7 x 7: 1 MB blocks 29.5 ms, 512 KB with the hints 24.2). (A quarter split
-// the 590 KB blocks of 2304-deep convs too: ResNet-18 at 64 x 64 1.95 -> 2.03 ms at 2 threads.)
+// -> 2048 1 x 1 convs at 7 x 7 ran faster with 512 KB blocks and the hints than with 1 MB blocks).
+// (A quarter split the 590 KB blocks of 2304-deep convs too: ResNet-18 at 64 x 64 ran slower at 2
+// threads.)
 void chooseColumnBlocksOuter(const kir::TileTarget& t, kir::Contraction& c) {
   const double aBytes = 4.0 * static_cast<double>(c.m) * static_cast<double>(c.k);
   const double bBytes = 4.0 * static_cast<double>(c.k) * static_cast<double>(c.n);
@@ -109,23 +112,23 @@ void chooseColumnBlocksOuter(const kir::TileTarget& t, kir::Contraction& c) {
 
 // Cache blocks for this shape, then split until there are tasks enough for the thread pool (the
 // thread count is a run-time option, so aim for a few tasks per core of a large machine), but never
-// below about 2 us of work per task (0.25 MFLOP): a task repacks its A block and hands work to a
-// polling thread. At 20 us (2 MFLOP) nearly every layer of MobileNetV2 at 64 x 64 was one task, and
-// 2 threads ran it no faster than 1; at 0.25 MFLOP: MobileNetV2 1.63 -> 1.12 ms, ResNet-18 4.09 ->
-// 2.96 ms at 2 threads, 1 thread unchanged (bench/NOTES.md).
+// below 0.25 MFLOP of work per task: a task repacks its A block and hands work to a polling
+// thread. At 2 MFLOP nearly every layer of MobileNetV2 at 64 x 64 was one task, and 2 threads ran it
+// no faster than 1; at 0.25 MFLOP MobileNetV2 and ResNet-18 ran much faster at 2 threads, 1 thread
+// unchanged (bench/NOTES.md).
 void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   constexpr int64_t kFloat = 4, kMinTasks = 16;
   constexpr double kMinTaskFlops = 2.5e5, kMinTaskBytes = 64 << 10;
   // kc: a kc x nr panel of B in a quarter of L2. BLIS sizes it for L1; measured here (Zen 4, 1 MiB
-  // L2, 1024^3 at 1 thread) long K blocks win: kc 128 (L1-sized) 22.5 ms, 256 21.2, 384 21.1, 1024
-  // 20.2 — each K block costs a pass over the partial sums and a repack of A, while the L2 streams
-  // the B panel fast enough for the FMAs.
+  // L2, 1024^3 at 1 thread) long K blocks win, the time falling from kc 128 (L1-sized) through 256
+  // and 384 to 1024 (bench/NOTES.md) — each K block costs a pass over the partial sums and a repack
+  // of A, while the L2 streams the B panel fast enough for the FMAs.
   // (Sized for a full-width panel also when the tile is narrow: K blocks as long as a narrow
   // panel would allow make A's blocks outgrow the stack.)
   c.kc = std::max<int64_t>(16, t.l2Bytes / 4 / (std::max<int64_t>(c.nr, 2 * t.lanes) * kFloat));
   if (!c.partialsInOutput || c.k <= c.kc + c.kc / 4) c.kc = c.k;  // one block; no short tail block
   // A matrix-vector product streams each packed panel once, front to back: K blocks would only add
-  // passes over the partial sums (MobileNetV2's 1280 -> 1000 classifier: 0.35 -> see NOTES).
+  // passes over the partial sums (MobileNetV2's 1280 -> 1000 classifier: see bench/NOTES.md).
   if (c.m == 1 && c.bLayout == kir::Contraction::BLayout::Packed) c.kc = c.k;
   // mc: an mc x kc block of A in half of L2; nc: a kc x nc block of B in a share of L3.
   c.mc = std::max<int64_t>(c.mr, t.l2Bytes / 2 / (c.kc * kFloat) / c.mr * c.mr);
@@ -328,22 +331,22 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const double paddedAsIs = static_cast<double>(gemm->m) * static_cast<double>(roundUp(gemm->n, asIsTile.nr));
   const double paddedTransposed = static_cast<double>(gemm->n) * static_cast<double>(roundUp(gemm->m, tile.nr));
   // (Not where the as-is panel is at least two-thirds columns: 24 channels in 2 x 16 lanes on many
-  // pixels ran 0.20 ms as-is against 0.29 transposed, whose pack reads K channel planes at once.)
+  // pixels ran faster as-is than transposed, whose pack reads K channel planes at once.)
   const bool asIsFillsPanels = target.fullRateWideFma && 3 * gemm->n >= 2 * roundUp(gemm->n, asIsTile.nr);
   const bool fewColumns =
       5 * paddedTransposed < 4 * paddedAsIs && !asIsFillsPanels && gemm->k <= kMaxTransposedPackedA / (tile.mr * 4);
   // So is constant weights times activations (a 1x1 conv) reducing over 128+ channels whose pixels
   // would pad the as-is tile's column panels by 10% or more (14 x 14 = 196 pixels: 224 columns; 7 x 7:
   // 64 for 49): with the weights as the compile-time packed B and the pixels as exact row tiles, it
-  // ran at 70% of peak where as-is ran at 52% (1024 -> 256 channels at 14 x 14, 0.64 against 0.83
-  // ms). With more pixels the as-is form wins on the Xeon this was measured on: the transposed
-  // tile's broadcasts read 14 pixels from each of K channel planes, K streams a plane apart, which
-  // the prefetchers do not follow (256 -> 64 channels at 56 x 56: 0.93 transposed, 0.69 as-is;
-  // 512 -> 128 at 28 x 28: 0.84 against 0.71; ResNet-50 66 -> 59 ms, bench/NOTES.md). Below 128
-  // channels the run-time transposing pack of the activations costs more than it gains.
+  // ran nearer peak than as-is (1024 -> 256 channels at 14 x 14; bench/NOTES.md). With more pixels
+  // the as-is form wins on the Xeon this was measured on: the transposed tile's broadcasts read 14
+  // pixels from each of K channel planes, K streams a plane apart, which the prefetchers do not
+  // follow (256 -> 64 channels at 56 x 56 and 512 -> 128 at 28 x 28 ran faster as-is, and ResNet-50
+  // with them; bench/NOTES.md). Below 128 channels the run-time transposing pack of the activations
+  // costs more than it gains.
   // Not when the output channels would fill at most half of the transposed tile's columns (16 of
-  // 32: SqueezeNet's 128 -> 16 squeeze at 55^2, 0.25 -> 0.16 ms); as-is, they are the rows, split
-  // evenly into row tiles. (48 of 64 still wins transposed: 0.08 against 0.11 ms as-is.)
+  // 32: SqueezeNet's 128 -> 16 squeeze at 55^2 ran faster as-is); as-is, they are the rows, split
+  // evenly into row tiles. (48 of 64 still wins transposed.)
   const bool pixelsPadPanels = 10 * roundUp(gemm->n, asIsTile.nr) >= 11 * gemm->n;
   const bool weightsTimesActivations = a->isConstant() && !b->isConstant() && gemm->k >= kMinTransposedWeightsK &&
                                        gemm->k <= kMaxTransposedWeightsK && pixelsPadPanels &&

@@ -297,12 +297,13 @@ bool readMessage(int fd, std::string* msg) {
 
 // A child process that runs cases one after another: for --target=cuda the driver is loaded and the
 // device's primary context held once per worker instead of once per case (PrimaryContextHold: on an
-// H200, 2026-11-26, a case took ~3.3 s with 16 processes while each case re-created the context, ~35 ms
-// where something kept it alive). A case that crashes or times out
+// H200 a case took far longer with 16 processes while each case re-created the context than where
+// something kept it alive; bench/NOTES.md). A case that crashes or times out
 // ends the worker, and so does a failing case (a sticky device error must not leak into the next case):
 // the next case starts a new one. A skipped case does not: a skip is decided before anything reaches
 // the device (unsupported operator or element type at import, test data or compile), and restarting
-// for it cost each of the suite's ~340 skips a new context (~1.5 s with 8 processes, H100 2026-11-27).
+// for it cost each of the suite's ~340 skips a new context (expensive with 8 processes on an H100;
+// bench/NOTES.md).
 // Results are those of runCaseIsolated.
 class CaseWorker {
  public:
