@@ -157,7 +157,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     }
     program.report.steps.push_back(std::move(cost));
   }
-  program.report.plan = rt::printPlan(program.lowered.plan);
+  program.report.plan = rt::printPlan(program.lowered.plan, target.name());
   describeFusion(program.lowered, program.report);
   if (generateCode) {
     PhaseTimer timer(options, "[generate code]");

@@ -604,10 +604,10 @@ const char* gpuMappingName(GpuMapping mapping) {
   return "unknown";
 }
 
-std::string printPlan(const Plan& plan) {
+std::string printPlan(const Plan& plan, const std::string& targetName) {
   static const char* const kBufferKinds[] = {"arena", "weight", "input", "output"};
-  std::string out = std::string("plan target=") + (plan.target == Target::Cuda ? "cuda" : "cpu") +
-                    " arena=" + std::to_string(plan.arenaSize) + " weights=" + std::to_string(plan.weightsSize) + "\n";
+  std::string out = "plan target=" + targetName + " arena=" + std::to_string(plan.arenaSize) +
+                    " weights=" + std::to_string(plan.weightsSize) + "\n";
   auto tensors = [&](const char* what, const std::vector<TensorDesc>& ds) {
     for (size_t i = 0; i < ds.size(); ++i)
       out += std::string(what) + " " + std::to_string(i) + " '" + ds[i].name + "': " + elementTypeName(ds[i].dtype) +

@@ -123,9 +123,10 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
 // in bounds, step arguments in range); the executor applies them to in-memory plans too.
 bool validatePlan(const Plan& plan, std::string* error);
 
-// A readable listing (nnc --emit=plan): target, arena and weight sizes, inputs and outputs, one
-// line per buffer and per step (kind, symbol, arguments, outer size, GPU mapping, check).
-std::string printPlan(const Plan& plan);
+// A readable listing (nnc --emit=plan): the target (named by the compiler, Target::name()), arena and
+// weight sizes, inputs and outputs, one line per buffer and per step (kind, symbol, arguments, outer
+// size, GPU mapping, check).
+std::string printPlan(const Plan& plan, const std::string& targetName);
 // "thread-per-point", "vector4", ...
 const char* gpuMappingName(GpuMapping mapping);
 

@@ -1,5 +1,5 @@
-// The target registry: a name -> one factory per backend. Adding a target: its file beside
-// cpu_target.cpp, and one line in kTargets.
+// The target registry: a name -> one factory per backend (the first is the default), and what every
+// target shares. Adding a target: its folder beside targets/cpu, and one line in kTargets.
 #include "targets/target.h"
 
 #include <algorithm>
@@ -16,7 +16,7 @@ struct TargetEntry {
 };
 
 constexpr TargetEntry kTargets[] = {
-    {"cpu", makeCpuTarget},
+    {"cpu", makeCpuTarget},  // the default: CompileOptions::target empty
     {"cuda", makeCudaTarget},
 };
 
@@ -38,9 +38,11 @@ Status writeFile(const std::string& path, const void* data, size_t size) {
 }
 
 Expected<std::unique_ptr<Target>> makeTarget(const CompileOptions& options) {
+  // No target named: the first one, the host cpu.
+  const std::string_view wanted = options.target.empty() ? kTargets[0].name : std::string_view(options.target);
   std::string names;
   for (const TargetEntry& e : kTargets) {
-    if (e.name == options.target) {
+    if (e.name == wanted) {
       std::unique_ptr<Target> target = e.make(options);
       NNC_RETURN_IF_ERROR(target->checkAvailable());
       return target;

@@ -18,7 +18,7 @@ namespace nnc {
 
 struct CompileOptions {
   int optLevel = 2;               // 0: eager (one kernel per op), 1-3: fused
-  std::string target = "cpu";     // cpu | cuda (targets/target.h)
+  std::string target;             // cpu | cuda (targets/target.h); empty: the default, cpu
   std::string gpuArch = "sm_90";  // cuda: the real architecture NVRTC compiles the cubin for (PTX rides along)
   // cuda: f32 GEMMs may round their inputs to TF32 on the tensor cores (faster, about 1e-3 relative
   // error). Off by default: fp32 is exact fp32, as ONNX specifies.

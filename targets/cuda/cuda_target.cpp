@@ -147,7 +147,7 @@ class CudaTarget final : public Target {
       NNC_CHECK(it != mappings.end(), "kernel step without an emitted kernel");
       step.gpuMapping = it->second;  // the launch grid follows from it (runtime/cuda/launch_dims.h)
     }
-    program.report.plan = rt::printPlan(plan);
+    program.report.plan = rt::printPlan(plan, name());
     program.report.cudaSource = std::move(source.code);
     if (!program.lowered.kernels.empty()) {  // else host builtins only: no module
       codegen::cuda::NvrtcOptions nvrtc;

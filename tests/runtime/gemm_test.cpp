@@ -149,10 +149,11 @@ TEST(Gemm, PlansValidateLibrarySteps) {
   ASSERT_TRUE(deserializePlan(bytes.data(), bytes.size(), &back, &error)) << error;
   EXPECT_EQ(back.steps[0].kind, StepKind::Library);
   EXPECT_EQ(back.steps[0].params, plan.steps[0].params);
-  EXPECT_NE(printPlan(back).find("step 0: library gemm(0, 1, 2, 3) gemm f32 batch=3 m=4 n=5 k=6 stride=(0, 30, 20) "
-                                 "bias  ; mm"),
+  EXPECT_NE(printPlan(back, "cuda")
+                .find("step 0: library gemm(0, 1, 2, 3) gemm f32 batch=3 m=4 n=5 k=6 stride=(0, 30, 20) "
+                      "bias  ; mm"),
             std::string::npos)
-      << printPlan(back);
+      << printPlan(back, "cuda");
 
   Plan cpu = gemmPlan();
   cpu.target = Target::Cpu;

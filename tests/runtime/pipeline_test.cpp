@@ -135,7 +135,8 @@ TEST(Pipeline, ValidationMessages) {
   Plan back;
   ASSERT_TRUE(deserializePlan(bytes.data(), bytes.size(), &back, &error)) << error;
   EXPECT_EQ(serializePlan(back), bytes);
-  EXPECT_NE(printPlan(back).find("pipeline steps 0-2: bands of 2 rows"), std::string::npos) << printPlan(back);
+  EXPECT_NE(printPlan(back, "cpu").find("pipeline steps 0-2: bands of 2 rows"), std::string::npos)
+      << printPlan(back, "cpu");
 }
 
 }  // namespace
