@@ -52,6 +52,8 @@ Expected<std::unique_ptr<Target>> makeTarget(const CompileOptions& options) {
   return Status::error("unknown target '" + options.target + "' (expected " + names + ")");
 }
 
+std::string defaultTargetName() { return std::string(kTargets[0].name); }
+
 std::vector<PassListing> allPasses() {
   std::vector<PassListing> out;
   std::vector<std::string> everyTarget;

@@ -128,6 +128,9 @@ Status writeFile(const std::string& path, const void* data, size_t size);
 // The target options.target names, made for `options`: "unknown target 'tpu' (expected cpu or cuda)",
 // or the target's own error when this nnc cannot compile for it (Target::checkAvailable).
 Expected<std::unique_ptr<Target>> makeTarget(const CompileOptions& options);
+// The name of the target an empty CompileOptions::target means (the host cpu).
+std::string defaultTargetName();
+
 // Every target nnc knows, made with default options whether or not this nnc can compile for it: for
 // what they declare (passes, fusion hooks), e.g. in `nnc --help`.
 std::vector<std::unique_ptr<Target>> allTargets();

@@ -154,10 +154,12 @@ class Importer {
     std::string unknown;
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
-      if (d.has_dim_value()) {
-        if (d.dim_value() < 0)
-          return Status::error("input '" + name + "' has negative dim " + std::to_string(d.dim_value()));
+      if (d.has_dim_value() && d.dim_value() >= 0) {
         dims.push_back(d.dim_value());
+      } else if (d.has_dim_value()) {
+        // Older exporters write -1 for a dynamic dim: unknown, like a symbolic one, until --shape says.
+        if (unknown.empty()) unknown = "negative dim " + std::to_string(d.dim_value());
+        dims.push_back(-1);
       } else {
         if (unknown.empty())
           unknown = d.has_dim_param() && !d.dim_param().empty() ? "symbolic dim '" + d.dim_param() + "'"

@@ -252,7 +252,7 @@ TEST(HostileModel, NegativeAndOverflowingInputDims) {
   negative.setInputDim(0, 1, -3);
   negative.node("Relu", {"x"}, {"y"});
   negative.output("y");
-  expectImportMessage(negative.import(), "model.onnx: input 'x' has negative dim -3");
+  expectImportMessage(negative.import(), "model.onnx: input 'x' has negative dim -3; give --shape x=...");
 
   // 2^32 * 2^32 wraps to 0 in 64 bits: the check must not multiply naively.
   OnnxModel wraps;

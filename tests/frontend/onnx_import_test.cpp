@@ -542,6 +542,21 @@ TEST(OnnxImport, SymbolicDimsNeedShapeOverride) {
   EXPECT_IMPORT_ERROR(m.import(unknown), "--shape names 'z', which is not a graph input");
 }
 
+// Legacy exporters declare a dynamic dim as -1: unknown until --shape gives it, as a symbolic one.
+TEST(OnnxImport, NegativeDimsAreUnknownUntilAShapeOverride) {
+  OnnxModel m;
+  m.input("x", {2, 3});
+  m.setInputDim(0, 0, -1);
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  EXPECT_IMPORT_ERROR(m.import(), "model.onnx: input 'x' has negative dim -1; give --shape x=...");
+  onnx::ImportOptions opts;
+  opts.shapeOverrides["x"] = Shape{4, 3};
+  auto g = m.import(opts);
+  ASSERT_TRUE(g.isOk()) << g.status().message();
+  EXPECT_EQ((*g)->outputs()[0]->shape(), (Shape{4, 3}));
+}
+
 TEST(OnnxImport, InitializerInputsAreConstants) {
   OnnxModel m;
   m.input("x", {2});

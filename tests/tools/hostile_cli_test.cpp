@@ -140,6 +140,18 @@ TEST_F(HostileCli, DuplicateAndDanglingNames) {
   expectError({"missing.onnx", "-o", "missing.so"}, "missing.onnx: node 'add1' (Add): expects 2 inputs, got 1");
 }
 
+// A corrupted file's names reach the diagnostic escaped: bytes that are not UTF-8, and control
+// characters, never go to the terminal raw (well-formed UTF-8 passes through).
+TEST_F(HostileCli, QuotedNamesAreEscaped) {
+  OnnxModel m;
+  m.input("x", {2});
+  m.node("Add", {"x"}, {"y"}, std::string("caf\xc3\xa9\xff\x1b[31m\xed\xa0\x80"));
+  m.output("y");
+  writeFile(dir / "corrupt.onnx", m.bytes());
+  expectError({"corrupt.onnx", "-o", "corrupt.so"},
+              "corrupt.onnx: node 'caf\xc3\xa9\\xff\\x1b[31m\\xed\\xa0\\x80' (Add): expects 2 inputs, got 1");
+}
+
 TEST_F(HostileCli, BadDims) {
   OnnxModel negative;
   negative.input("x", {2, 3});
@@ -147,7 +159,8 @@ TEST_F(HostileCli, BadDims) {
   negative.node("Relu", {"x"}, {"y"});
   negative.output("y");
   writeFile(dir / "negative.onnx", negative.bytes());
-  expectError({"negative.onnx", "-o", "negative.so"}, "negative.onnx: input 'x' has negative dim -2");
+  expectError({"negative.onnx", "-o", "negative.so"},
+              "negative.onnx: input 'x' has negative dim -2; give --shape x=...");
 
   OnnxModel overflow;
   overflow.input("x", {2});

@@ -20,8 +20,53 @@
 
 namespace nnc::cli {
 
+// The length of the well-formed UTF-8 sequence at s[i] (1-4), or 0 (a stray or truncated byte, an
+// overlong form, a surrogate, past U+10FFFF).
+size_t utf8SequenceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  return n;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8SequenceLength(s, i);
+    if (n == 0 || (n == 1 && ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f))) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 int fail(const std::string& message) {
-  std::fprintf(stderr, "nnc: error: %s\n", message.c_str());
+  std::fprintf(stderr, "nnc: error: %s\n", printable(message).c_str());
   return 1;
 }
 
@@ -186,6 +231,7 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       o.positional.push_back(arg);
     }
   }
+  if (o.compile.target.empty()) o.compile.target = defaultTargetName();
   return o;
 }
 
@@ -387,7 +433,7 @@ std::string compareTensors(const Tensor& actual, const Tensor& expected, double 
 
 std::string jsonString(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (char c : printable(s)) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "driver/compiler.h"
@@ -86,7 +87,12 @@ int benchCommand(const CommonOptions& o);
 int explainCommand(const CommonOptions& o);
 int bisectCommand(const CommonOptions& o);
 
-// `s` as a JSON string literal (quoted, escaped).
+// `s` with every byte that is not part of well-formed UTF-8, and every control character but newline
+// and tab, written as \xNN: what a diagnostic quotes from an untrusted file (a corrupted node name)
+// never reaches the terminal raw.
+std::string printable(std::string_view s);
+
+// `s` as a JSON string literal (quoted, escaped; printable() first, so it is valid UTF-8).
 std::string jsonString(const std::string& s);
 
 // Prints "nnc: error: <message>" and returns 1.
