@@ -187,6 +187,7 @@ class ValidGen {
         OpKind::Relu,     OpKind::LeakyRelu,   OpKind::Elu,       OpKind::Selu,       OpKind::Softplus,
         OpKind::Softsign, OpKind::HardSigmoid, OpKind::HardSwish, OpKind::Erf,        OpKind::Gelu,
         OpKind::Atan,     OpKind::Abs,         OpKind::Neg,       OpKind::Clip,       OpKind::Mish};
+    if (c_.percent(15)) return canonicalForm(x);
     OpKind k = c_.pick(kinds);
     Attributes a;
     if (k == OpKind::LeakyRelu) a.set("alpha", 0.01 * static_cast<double>(c_.range(1, 50)));
@@ -198,6 +199,28 @@ class ValidGen {
       return;
     }
     op(k, {x}, a);
+  }
+  // The forms the canonicalize pass rewrites: Pow by a constant exponent (of |x| + 0.25 for the
+  // roots: Sqrt and pow differ at -0 and -inf, which the pass documents), Div(1, x), Sub(0, x), and
+  // a commutative op with its constant first.
+  void canonicalForm(Value* x) {
+    auto scalar = [&](double v) { return b_.constant(Tensor::scalar(x->dtype(), v)); };
+    switch (c_.range(0, 3)) {
+      case 0: {
+        static const std::vector<double> kExponents = {0.5, 1, 2, 3, -1, -0.5, 2.5};
+        const double e = c_.pick(kExponents);
+        Value* base = e == 0.5 || e == -0.5 || e == 2.5 ? op(OpKind::Add, {op(OpKind::Abs, {x}), scalar(0.25)}) : x;
+        if (base) op(OpKind::Pow, {base, scalar(e)});
+        break;
+      }
+      case 1: op(OpKind::Div, {scalar(1), x}); break;
+      case 2: op(OpKind::Sub, {scalar(0), x}); break;
+      default: {
+        static const std::vector<OpKind> kCommutative = {OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Min};
+        op(c_.pick(kCommutative), {newConst(x->dtype(), x->shape()), x});
+        break;
+      }
+    }
   }
   void unaryAny(Value* x) {
     static const std::vector<OpKind> kinds = {OpKind::Abs, OpKind::Neg, OpKind::Identity, OpKind::Sign, OpKind::Relu};

@@ -17,6 +17,9 @@ Expected<bool> eliminateDeadCode(Graph& graph);
 Expected<bool> eliminateCommonSubexpressions(Graph& graph);
 // Evaluates nodes whose inputs are all constants (reference evaluator), up to a size limit.
 Expected<bool> foldConstants(Graph& graph);
+// Canonical forms for the recognisers: constants second in commutative ops, Pow by a constant
+// exponent as multiplies, Sqrt or Reciprocal, Div(1, x) as Reciprocal, Sub(0, x) as Neg.
+Expected<bool> canonicalize(Graph& graph);
 // Local algebraic clean-ups: identities, casts to the same type, reshape/transpose chains.
 Expected<bool> simplify(Graph& graph);
 // Group-1 Conv as Im2Col + MatMul (cuda: a cuBLASLt GEMM; cpu: a packed contraction) + Reshape

@@ -25,8 +25,9 @@ struct PipelineEntry {
 
 // clang-format off
 constexpr PipelineEntry kPipeline[] = {
-  // (The target's passes ran before: Target::passes().) Clean-ups first, so folding and CSE see
-  // canonical forms.
+  // (The target's passes ran before: Target::passes().) Canonical forms and clean-ups first, so the
+  // recognisers, folding and CSE see one form of each pattern.
+  {"canonicalize",       canonicalize,                  1, false, "constants second, Pow by 2, 3, 0.5, -1, -0.5 as Mul/Sqrt/Reciprocal, Div(1, x), Sub(0, x)"},
   {"simplify",           simplify,                      1, true,  "drop identities, no-op casts/reshapes, merge reshape and transpose chains"},
   {"recognize-layer-norm", recognizeLayerNorm,           1, false, "the decomposed LayerNorm of older exports as one LayerNormalization"},
   {"recognize-rms-norm", recognizeRmsNorm,               1, false, "the decomposed RMSNorm of exports as one RmsNormalization"},

@@ -42,8 +42,8 @@ Value* trailingOperand(Node** last, OpKind op, const Value* x);
 // A constant of ones over x's dims from `axis` on (a normalisation's scale when the graph has none).
 Value* onesFrom(Graph& graph, const Value* x, int axis, const std::string& name);
 // Replaces the uses of `last`'s result by `op`(inputs) {axis, epsilon} inserted before it (a
-// recognised normalisation; the decomposed nodes are left to DCE); true, or an internal error naming
-// `pass` when the new node's type differs.
+// recognised normalisation; the decomposed nodes are left to DCE); true. A new node of another type
+// is a compiler bug in `pass` (NNC_CHECK).
 Expected<bool> replaceWithNormalization(Graph& graph, Node* last, OpKind op, std::vector<Value*> inputs, int axis,
                                         double epsilon, const char* pass);
 

@@ -116,7 +116,7 @@ TEST(Targets, ChannelsLastAndExplicitPaddingAreTheCpusPasses) {
                  std::find(p.targets.begin(), p.targets.end(), t->name()) != p.targets.end();
       EXPECT_TRUE(found) << t->name() << ": " << name;
     }
-  EXPECT_EQ(listed[3].info.name, "simplify");
+  EXPECT_EQ(listed[3].info.name, "canonicalize");
   EXPECT_FALSE(listed[3].info.targetPass);
 }
 
