@@ -177,7 +177,7 @@ struct Contraction {
 // last tile of each block size. Indexed by row count, 0..mr; a target emits a microkernel for each.
 std::vector<bool> tileRowCounts(int64_t rows, int64_t blockRows, int64_t mr);
 
-// Scaled dot-product attention computed flash-style by a target (targets/cpu/codegen/kernel_lowering.cpp,
+// Scaled dot-product attention computed flash-style by a target (targets/cpu/codegen/attention.cpp,
 // emitAttention): for every (batch, query row) i
 //   s[j] = score(dot(i, j), batch, i, j)   dot = sum_p Q[b][i][p] * Kt[b][p][j]
 //   O[b][i][:] = sum_j softmax(s)[j] * V[b][j][:]

@@ -1,5 +1,5 @@
 // Windows read with a stride along the output row (stride-2/3/4 depthwise convs and pools), which
-// the CPU backend vectorises itself (targets/cpu/codegen/kernel_lowering.cpp, "strided windows"): each
+// the CPU backend vectorises itself (targets/cpu/codegen/strided_windows.cpp): each
 // tap's elements come from contiguous vectors, the last one masked. Checked against a float64
 // direct computation here, at -O0 and -O2 and with the AVX2 and SSE vector widths, with row lengths
 // that leave a scalar remainder, padding (the border pieces stay scalar), dilation and NaNs (a max

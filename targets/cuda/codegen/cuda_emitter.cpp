@@ -3,7 +3,7 @@
 // memory across warps), stores, and expression DAGs emitted once per scope as typed SSA temporaries
 // (`const float t12 = ...;`).
 //
-// Memoisation mirrors the CPU backend (targets/cpu/codegen/kernel_lowering.cpp): a stack of ExprId -> name
+// Memoisation mirrors the CPU backend (targets/cpu/codegen/kernel_lowering_context.h): a stack of ExprId -> name
 // maps, one per open C scope. A temporary declared inside a scope is only visible while that scope
 // is open; temporaries of enclosing scopes are reused. Constants are inlined as literals, loop
 // variables are named v<var number>, reduction results red<number> (used directly).
