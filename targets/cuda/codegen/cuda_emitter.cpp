@@ -771,8 +771,8 @@ Expected<CudaSource> emitCudaSource(const std::vector<kir::Kernel>& kernels) {
         return Status::error("cuda backend: kernel '" + k.name + "' stashes a reduction's body (a cpu-only form)");
     // The cuda target makes only loop nests; another kind's generic form is not how it must run.
     if (!k.isLoopNest())
-      return Status::error("cuda backend: kernel '" + k.name + "' is of a kind only the cpu generates (" +
-                           k.summary() + ")");
+      return Status::error("cuda backend: kernel '" + k.name + "' is of a kind only the cpu generates (" + k.summary() +
+                           ")");
   }
   SourceWriter decls, defs;
   decls.line("// --- kernels (" + std::to_string(kernels.size()) + ")");
