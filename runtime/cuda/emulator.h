@@ -10,16 +10,18 @@
 // build tree put it, else by name on the library path (`nnc --emulate` sets $NNC_CUDA_EMULATOR to
 // the one beside its runtime archives).
 //
-//  - emulated_driver.cpp: the driver API. Device memory is host memory (256-byte aligned, filled with
-//    0xff bytes, between guard zones checked at every synchronisation and free, and poisoned for
-//    AddressSanitizer); streams execute their work in order as it is enqueued; stream capture records
-//    that work into a graph that cuGraphLaunch replays; a module is the CUDA C++ source (see
-//    kEmulatedSourceMagic), compiled by the host C++ compiler against emulation.cuh into a shared
-//    object (cached on disk) and dlopen'ed; a launch runs the grid block by block, the threads of a
-//    block that cooperates (barriers, shuffles, shared memory) as fibers, or as OS threads under
-//    ThreadSanitizer or NNC_EMULATE_THREADS=os, and the others one after another. Every barrier
-//    must be reached by every thread of the block and every shuffle by every lane its mask names;
-//    a block that breaks this fails the launch, saying which threads wait where.
+//  - emulated_driver.cpp, with device_memory.cpp, streams.cpp, module_cache.cpp and
+//    block_runner.cpp (what they share: emulator_internal.h): the driver API. Device memory is host
+//    memory (256-byte aligned, filled with 0xff bytes, between guard zones checked at every
+//    synchronisation and free, and poisoned for AddressSanitizer); streams execute their work in
+//    order as it is enqueued; stream capture records that work into a graph that cuGraphLaunch
+//    replays; a module is the CUDA C++ source (see kEmulatedSourceMagic), compiled by the host C++
+//    compiler against emulation.cuh into a shared object (cached on disk) and dlopen'ed; a launch
+//    runs the grid block by block, the threads of a block that cooperates (barriers, shuffles,
+//    shared memory) as fibers, or as OS threads under ThreadSanitizer or NNC_EMULATE_THREADS=os,
+//    and the others one after another. Every barrier must be reached by every thread of the block
+//    and every shuffle by every lane its mask names; a block that breaks this fails the launch,
+//    saying which threads wait where.
 //  - emulated_cublaslt.cpp: cuBLASLt. Checks every handle, descriptor, layout, attribute, pointer,
 //    alignment and workspace it is given, and computes the GEMM with a reference loop.
 #pragma once

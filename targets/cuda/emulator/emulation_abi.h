@@ -1,7 +1,8 @@
-// The binary interface between the CUDA emulator (emulated_driver.cpp) and an emulated module (a
-// shared object compiled from emulation.cuh + the generated CUDA C++). Plain C structs: the module is
-// built by another compiler invocation, possibly another compiler. The build prepends this file to
-// emulation.cuh when it embeds that header, so both sides read the one definition.
+// The binary interface between the CUDA emulator (module_cache.cpp, block_runner.cpp) and an
+// emulated module (a shared object compiled from emulation.cuh + the generated CUDA C++). Plain C
+// structs: the module is built by another compiler invocation, possibly another compiler. The build
+// prepends this file to emulation.cuh when it embeds that header, so both sides read the one
+// definition.
 #pragma once
 
 struct nnc_emu_dim3 {
