@@ -67,6 +67,7 @@ Status inferNode(Node& node) {
   const Shape unset{-7777777};
   std::vector<OutputType> outs(node.numOutputs(), OutputType{DType::F32, unset});
   InferContext ctx(node, outs);
+  NNC_RETURN_IF_ERROR(checkDeclaredInputs(def, ctx));
   NNC_RETURN_IF_ERROR(def.infer(ctx));
   for (int i = 0; i < node.numOutputs(); ++i) {
     NNC_CHECK(outs[i].shape != unset, node.diagPrefix() + "inference did not set output " + std::to_string(i));

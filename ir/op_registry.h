@@ -110,12 +110,55 @@ struct GemmShape {
   int64_t strideA = 0, strideB = 0, strideC = 0;  // elements
 };
 
+// Classes of dtypes an op accepts for an input. The values are bit sets (FloatOrSigned is Float and
+// Signed); half-like types are floats, and bool is in no class but Bool.
+enum class TypeSet : unsigned {
+  Float = 1,
+  Signed = 2,
+  Unsigned = 4,
+  Bool = 8,
+  Int = Signed | Unsigned,
+  FloatOrSigned = Float | Signed,
+  Numeric = Float | Int,
+  Any = Numeric | Bool,
+};
+bool inTypeSet(DType t, TypeSet set);
+// "a float type", "a numeric type or bool", ...: completes "expected ...".
+const char* typeSetName(TypeSet set);
+
+// A rule on the dtypes of a node's inputs that an op declares (OpDef::typeRules), checked in the order
+// declared before the op's infer function (checkDeclaredInputs):
+//   TypeRule::in(i, set): input i (when present) has a dtype of `set`, else
+//     "input 1 has type i32, expected a float type" (`expected` replaces typeSetName(set));
+//   TypeRule::allSame(): every present input has the first present input's dtype, and
+//   TypeRule::sameAs(i, ref): input i (when present) has input ref's dtype, else
+//     "input 2 has type i64, expected f32 like input 0".
+struct TypeRule {
+  enum class Kind { In, AllSame, SameAs };
+  Kind kind = Kind::AllSame;
+  int input = 0, reference = 0;
+  TypeSet set = TypeSet::Any;
+  const char* expected = nullptr;
+
+  static TypeRule in(int input, TypeSet set, const char* expected = nullptr) {
+    return {Kind::In, input, 0, set, expected};
+  }
+  static TypeRule allSame() { return {Kind::AllSame, 0, 0, TypeSet::Any, nullptr}; }
+  static TypeRule sameAs(int input, int reference) { return {Kind::SameAs, input, reference, TypeSet::Any, nullptr}; }
+};
+
 struct OpDef {
   OpKind kind;
   int minInputs = 1, maxInputs = 1;
   int minOutputs = 1, maxOutputs = 1;
   std::vector<AttrSpec> attrs;
   std::vector<StaticInput> staticInputs;
+  // checkDeclaredInputs refuses a static input that is present but neither a constant nor turned into
+  // its attribute: "input 1 ('shape') must be a compile-time constant". Ops that word this error
+  // themselves, after their type checks, turn it off (Reduce*'s axes, CumSum's axis, TopK's K).
+  bool checkStaticInputs = true;
+  // Dtype rules on the inputs, checked by checkDeclaredInputs after the static inputs.
+  std::vector<TypeRule> typeRules;
   std::function<Status(InferContext&)> infer;
   // Elementwise / Injective: one generator per output.
   std::function<std::vector<kir::ElementGen>(LowerContext&)> lowerElement;
@@ -177,10 +220,24 @@ class OpRegistry {
 
 inline const OpDef& opDef(OpKind kind) { return OpRegistry::instance().get(kind); }
 
+// What every op may declare about its inputs, checked once for all ops before `def.infer` (by
+// inferNode and the verifier): static inputs that must be constants (OpDef::checkStaticInputs),
+// then the type rules.
+Status checkDeclaredInputs(const OpDef& def, const InferContext& ctx);
+// One type rule, as checkDeclaredInputs checks it.
+Status checkTypeRule(const TypeRule& rule, const InferContext& ctx);
+
 // The definition files (ir/ops/*.cpp).
-void defineElementwiseOps(OpRegistry& r);
-void defineMovementOps(OpRegistry& r);
-void defineReductionOps(OpRegistry& r);
-void defineNnOps(OpRegistry& r);
+void defineElementwiseOps(OpRegistry& r);  // elementwise.cpp
+void defineLayoutOps(OpRegistry& r);       // layout.cpp
+void defineGatherOps(OpRegistry& r);       // gather.cpp
+void defineGeneratorOps(OpRegistry& r);    // generators.cpp
+void defineResizeOps(OpRegistry& r);       // resize.cpp
+void defineReductionOps(OpRegistry& r);    // reduction.cpp
+void defineContractionOps(OpRegistry& r);  // contraction.cpp
+void defineConvOps(OpRegistry& r);         // conv.cpp
+void defineNhwcOps(OpRegistry& r);         // nhwc.cpp
+void definePoolOps(OpRegistry& r);         // pool.cpp
+void defineTopKOps(OpRegistry& r);         // topk.cpp
 
 }  // namespace nnc

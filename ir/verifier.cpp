@@ -33,6 +33,7 @@ Status verifyNodeTypes(const Node& node) {
       return Status::error(p + "attribute '" + name + "' is missing (defaults not filled; run inferNode)");
   std::vector<OutputType> outs(node.numOutputs(), OutputType{DType::F32, Shape{}});
   InferContext ctx(node, outs);
+  NNC_RETURN_IF_ERROR(checkDeclaredInputs(def, ctx));
   NNC_RETURN_IF_ERROR(def.infer(ctx));
   for (int i = 0; i < node.numOutputs(); ++i) {
     const Value* out = node.output(i);

@@ -1,7 +1,80 @@
-// Helpers shared by the op definitions: broadcasting, axis checks, same-type checks.
+// Helpers shared by the op definitions (see common.h).
 #include "ir/ops/common.h"
 
+#include <cmath>
+#include <utility>
+
 namespace nnc::ops {
+
+OpDef anchorDef(OpKind kind, int minInputs, int maxInputs, std::vector<AttrSpec> attrs,
+                std::function<Status(InferContext&)> infer,
+                std::function<std::vector<AnchorOutput>(LowerContext&)> lower) {
+  OpDef d = newDef(kind);
+  d.minInputs = minInputs;
+  d.maxInputs = maxInputs;
+  d.attrs = std::move(attrs);
+  d.infer = std::move(infer);
+  d.lowerAnchor = std::move(lower);
+  return d;
+}
+
+OpDef rereading(OpDef d) {
+  d.rereadsInputs = true;
+  return d;
+}
+
+std::vector<AnchorOutput> singleOutput(const std::vector<kir::ExprId>& index, kir::ExprId value) {
+  return {AnchorOutput{index, value, /*perInner=*/false}};
+}
+
+std::string listStr(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string countMessage(const std::string& what, size_t got, size_t expected) {
+  return what + " has " + std::to_string(got) + " values, expected " + std::to_string(expected);
+}
+
+std::optional<std::vector<int64_t>> staticInts(const Node& n, const std::string& name, int input) {
+  if (const AttrValue* v = n.attrs().find(name)) return std::get<std::vector<int64_t>>(*v);
+  const Value* in = n.input(input);
+  if (in && in->isConstant()) return in->constant().toInt64s();
+  return std::nullopt;
+}
+
+std::optional<int64_t> staticInt(const Node& n, const std::string& name, int input) {
+  if (const AttrValue* v = n.attrs().find(name)) return std::get<int64_t>(*v);
+  const Value* in = n.input(input);
+  if (in && in->isConstant() && in->constant().numel() == 1) return in->constant().getInt(0);
+  return std::nullopt;
+}
+
+std::optional<Tensor> staticTensor(const Node& n, const std::string& name, int input) {
+  if (const AttrValue* v = n.attrs().find(name)) return std::get<Tensor>(*v);
+  const Value* in = n.input(input);
+  if (in && in->isConstant()) return in->constant();
+  return std::nullopt;
+}
+
+Status requireInput(InferContext& ctx, int i, const char* what) {
+  if (ctx.hasInput(i)) return Status::ok();
+  return ctx.error(std::string("missing input ") + std::to_string(i) + " (" + what + ")");
+}
+
+DType exprType(DType storage) { return isHalfLike(storage) ? DType::F32 : storage; }
+
+kir::ExprId tensorElement(kir::KernelBuilder& kb, const Tensor& t, int64_t i, DType storage) {
+  DType et = exprType(storage);
+  if (isFloat(et)) return kb.constant(et, t.getDouble(i));
+  if (isFloat(t.dtype())) return kb.constant(et, std::trunc(t.getDouble(i)));
+  return kb.constantInt(et, t.getInt(i));
+}
+
+kir::ExprId toI64(kir::KernelBuilder& kb, kir::ExprId e) {
+  return kb.dtypeOf(e) == DType::I64 ? e : kb.cast(DType::I64, e);
+}
 
 std::vector<kir::ExprId> broadcastIndex(kir::KernelBuilder& kb, const std::vector<kir::ExprId>& outIndex,
                                         const Shape& in) {
@@ -30,26 +103,16 @@ Status inferBroadcast(InferContext& ctx, Shape* out) {
   return Status::ok();
 }
 
-Expected<int> checkAxis(const InferContext& ctx, int64_t axis, int rank) {
+Expected<int> resolveAxis(int64_t axis, int rank) {
   std::optional<int> a = normalizeAxis(axis, rank);
-  if (!a) return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  if (!a) return Status::error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return *a;
 }
 
-Status requireSameType(InferContext& ctx) {
-  int first = -1;
-  for (int i = 0; i < ctx.numInputs(); ++i) {
-    if (!ctx.hasInput(i)) continue;
-    if (first < 0) {
-      first = i;
-      continue;
-    }
-    if (ctx.inType(i) != ctx.inType(first))
-      return ctx.error("input " + std::to_string(i) + " has type " + std::string(dtypeName(ctx.inType(i))) +
-                       ", expected " + std::string(dtypeName(ctx.inType(first))) + " like input " +
-                       std::to_string(first));
-  }
-  return Status::ok();
+Expected<int> checkAxis(const InferContext& ctx, int64_t axis, int rank) {
+  Expected<int> a = resolveAxis(axis, rank);
+  if (!a) return ctx.error(a.status().message());
+  return a;
 }
 
 kir::ExprId loadBroadcast(LowerContext& ctx, int input, const std::vector<kir::ExprId>& outIndex) {

@@ -1,13 +1,18 @@
-// Helpers shared by the op definitions in ir/ops/*.cpp: attribute-spec shorthands, broadcasting
-// in inference and lowering, and axis handling.
+// Helpers shared by the op definitions in ir/ops/*.cpp: attribute-spec shorthands, definition
+// shorthands, static inputs, broadcasting in inference and lowering, and axis handling.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/op_registry.h"
 
 namespace nnc::ops {
+
+// "Variadic": the most inputs (Sum, Concat) or outputs (Split) an op may have.
+inline constexpr int kManyInputs = 1 << 20;
 
 // Attribute spec shorthands: optionalAttr has no default (absent unless given).
 inline AttrSpec attrInt(std::string n, int64_t d) { return {std::move(n), AttrKind::Int, AttrValue(d), false}; }
@@ -24,16 +29,53 @@ inline AttrSpec attrFloats(std::string n, std::vector<double> d) {
 inline AttrSpec optionalAttr(std::string n, AttrKind k) { return {std::move(n), k, std::nullopt, false}; }
 inline AttrSpec requiredAttr(std::string n, AttrKind k) { return {std::move(n), k, std::nullopt, true}; }
 
+// An OpDef of `kind` with the defaults (one input, one output).
+inline OpDef newDef(OpKind kind) {
+  OpDef d;
+  d.kind = kind;
+  return d;
+}
+// A Reduction-class op (an anchor) lowered by `lower`.
+OpDef anchorDef(OpKind kind, int minInputs, int maxInputs, std::vector<AttrSpec> attrs,
+                std::function<Status(InferContext&)> infer,
+                std::function<std::vector<AnchorOutput>(LowerContext&)> lower);
+// `d` marked OpDef::rereadsInputs (contractions, windows).
+OpDef rereading(OpDef d);
+// An anchor's one output: `value` at `index` (the outer vars), in the per-outer-point part.
+std::vector<AnchorOutput> singleOutput(const std::vector<kir::ExprId>& index, kir::ExprId value);
+
+// "[1, 2, 3]".
+std::string listStr(const std::vector<int64_t>& v);
+// "<what> has 3 values, expected 4".
+std::string countMessage(const std::string& what, size_t got, size_t expected);
+
+// Compile-time values of a static input (StaticInput): the attribute the importer made, else the data
+// of a constant input `input`, else nullopt. staticInt wants a one-element constant.
+std::optional<std::vector<int64_t>> staticInts(const Node& n, const std::string& name, int input);
+std::optional<int64_t> staticInt(const Node& n, const std::string& name, int input);
+std::optional<Tensor> staticTensor(const Node& n, const std::string& name, int input);
+
+// Input `i` is present, or "missing input 2 (values)".
+Status requireInput(InferContext& ctx, int i, const char* what);
+
+// The expression dtype of values stored as `storage`: half-like types compute in f32.
+DType exprType(DType storage);
+// A constant expression for element `i` of `t`, typed for a value of storage type `storage` (a float
+// tensor's value truncated for an integer one).
+kir::ExprId tensorElement(kir::KernelBuilder& kb, const Tensor& t, int64_t i, DType storage);
+// `e` as an i64 expression (a cast unless it is one).
+kir::ExprId toI64(kir::KernelBuilder& kb, kir::ExprId e);
+
 // The multi-index into an input of shape `in` that feeds output index `outIndex` under numpy
 // broadcasting (leading dims dropped, size-1 dims pinned to 0).
 std::vector<kir::ExprId> broadcastIndex(kir::KernelBuilder& kb, const std::vector<kir::ExprId>& outIndex,
                                         const Shape& in);
 // Broadcast shape of all present inputs, or an error naming the node and both shapes.
 Status inferBroadcast(InferContext& ctx, Shape* out);
-// Normalises `axis` for `rank`, or an error "axis 5 is out of range for rank 4".
+// Normalises `axis` for `rank`, or an error "axis 5 is out of range for rank 4" (resolveAxis: without
+// the node prefix, for helpers whose messages the caller completes).
 Expected<int> checkAxis(const InferContext& ctx, int64_t axis, int rank);
-// Every input of `ctx` (that is present) has dtype `t`, or an error naming the input.
-Status requireSameType(InferContext& ctx);
+Expected<int> resolveAxis(int64_t axis, int rank);
 // A generator that loads input value k of a group through ctx.inputs[k] at a broadcast index.
 kir::ExprId loadBroadcast(LowerContext& ctx, int input, const std::vector<kir::ExprId>& outIndex);
 

@@ -18,65 +18,17 @@ using kir::ExprId;
 using kir::ExprOp;
 using kir::KernelBuilder;
 
-// --- dtype sets accepted by an op's (first) input
-enum TypeSet : unsigned {
-  kFloat = 1,
-  kSigned = 2,
-  kUnsigned = 4,
-  kBool = 8,
-  kInt = kSigned | kUnsigned,
-  kFloatOrSigned = kFloat | kSigned,
-  kNumeric = kFloat | kInt,
-  kAny = kNumeric | kBool,
-};
-
-bool inSet(DType t, unsigned set) {
-  return ((set & kFloat) && isFloat(t)) || ((set & kSigned) && isSignedInt(t)) ||
-         ((set & kUnsigned) && isUnsignedInt(t)) || ((set & kBool) && t == DType::Bool);
-}
-
-const char* setName(unsigned set) {
-  switch (set) {
-    case kFloat: return "a float type";
-    case kFloatOrSigned: return "a float or signed integer type";
-    case kNumeric: return "a numeric type";
-    case kNumeric | kBool: return "a numeric type or bool";
-    case kInt: return "an integer type";
-    case kUnsigned: return "an unsigned integer type";
-    case kBool: return "bool";
-    default: return "a supported type";
-  }
-}
-
-Status requireTypes(const InferContext& ctx, int input, unsigned set) {
-  if (inSet(ctx.inType(input), set)) return Status::ok();
-  return ctx.error("input " + std::to_string(input) + " has type " + std::string(dtypeName(ctx.inType(input))) +
-                   ", expected " + setName(set));
-}
-
-// Inputs first..last (those present) share input `first`'s dtype; the message matches
-// ops::requireSameType for ops where only some inputs must agree (Where's x and y).
-Status requireSameTypeRange(const InferContext& ctx, int first, int last) {
-  for (int i = first + 1; i <= last; ++i) {
-    if (!ctx.hasInput(i) || ctx.inType(i) == ctx.inType(first)) continue;
-    return ctx.error("input " + std::to_string(i) + " has type " + std::string(dtypeName(ctx.inType(i))) +
-                     ", expected " + std::string(dtypeName(ctx.inType(first))) + " like input " +
-                     std::to_string(first));
-  }
-  return Status::ok();
-}
-
 // --- inference
 
 enum class Result { SameAsInput0, Bool };
 using Check = std::function<Status(InferContext&)>;
 
-// The common rule: all inputs share one dtype from `types`, shapes broadcast, output is that
-// dtype (or bool). `extra` validates attributes.
-std::function<Status(InferContext&)> inferPointwise(unsigned types, Result result, Check extra = nullptr) {
+// The common rule: all inputs share one dtype from `types` (the op's TypeRules), shapes broadcast,
+// output is that dtype (or bool). `extra` validates attributes.
+std::vector<TypeRule> sameTypeIn(TypeSet types) { return {TypeRule::allSame(), TypeRule::in(0, types)}; }
+
+std::function<Status(InferContext&)> inferPointwise(Result result, Check extra = nullptr) {
   return [=](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(ops::requireSameType(ctx));
-    NNC_RETURN_IF_ERROR(requireTypes(ctx, 0, types));
     if (extra) NNC_RETURN_IF_ERROR(extra(ctx));
     Shape shape;
     NNC_RETURN_IF_ERROR(ops::inferBroadcast(ctx, &shape));
@@ -190,13 +142,14 @@ int elementCost(OpKind kind) {
 }
 
 void define(OpRegistry& r, OpKind kind, int minInputs, int maxInputs, std::vector<AttrSpec> attrs,
-            std::function<Status(InferContext&)> infer, Body body) {
+            std::vector<TypeRule> typeRules, std::function<Status(InferContext&)> infer, Body body) {
   OpDef def;
   def.kind = kind;
   def.elementCost = elementCost(kind);
   def.minInputs = minInputs;
   def.maxInputs = maxInputs;
   def.attrs = std::move(attrs);
+  def.typeRules = std::move(typeRules);
   def.infer = std::move(infer);
   def.lowerElement = lowerPointwise(std::move(body));
   r.define(std::move(def));
@@ -227,65 +180,64 @@ ExprId toComputeType(KernelBuilder& kb, DType storage, ExprId e) {
 struct UnaryMath {
   OpKind kind;
   ExprOp op;
-  unsigned types;
+  TypeSet types;
 };
 constexpr UnaryMath kUnaryMath[] = {
-    {OpKind::Neg, ExprOp::Neg, kFloatOrSigned}, {OpKind::Exp, ExprOp::Exp, kFloat},
-    {OpKind::Log, ExprOp::Log, kFloat},         {OpKind::Sqrt, ExprOp::Sqrt, kFloat},
-    {OpKind::Floor, ExprOp::Floor, kFloat},     {OpKind::Ceil, ExprOp::Ceil, kFloat},
-    {OpKind::Round, ExprOp::RoundEven, kFloat}, {OpKind::Sin, ExprOp::Sin, kFloat},
-    {OpKind::Cos, ExprOp::Cos, kFloat},         {OpKind::Tan, ExprOp::Tan, kFloat},
-    {OpKind::Asin, ExprOp::Asin, kFloat},       {OpKind::Acos, ExprOp::Acos, kFloat},
-    {OpKind::Atan, ExprOp::Atan, kFloat},       {OpKind::Sinh, ExprOp::Sinh, kFloat},
-    {OpKind::Cosh, ExprOp::Cosh, kFloat},       {OpKind::Tanh, ExprOp::Tanh, kFloat},
-    {OpKind::Asinh, ExprOp::Asinh, kFloat},     {OpKind::Acosh, ExprOp::Acosh, kFloat},
-    {OpKind::Atanh, ExprOp::Atanh, kFloat},     {OpKind::Erf, ExprOp::Erf, kFloat},
-    {OpKind::Not, ExprOp::Not, kBool},          {OpKind::BitwiseNot, ExprOp::BitNot, kInt},
+    {OpKind::Neg, ExprOp::Neg, TypeSet::FloatOrSigned}, {OpKind::Exp, ExprOp::Exp, TypeSet::Float},
+    {OpKind::Log, ExprOp::Log, TypeSet::Float},         {OpKind::Sqrt, ExprOp::Sqrt, TypeSet::Float},
+    {OpKind::Floor, ExprOp::Floor, TypeSet::Float},     {OpKind::Ceil, ExprOp::Ceil, TypeSet::Float},
+    {OpKind::Round, ExprOp::RoundEven, TypeSet::Float}, {OpKind::Sin, ExprOp::Sin, TypeSet::Float},
+    {OpKind::Cos, ExprOp::Cos, TypeSet::Float},         {OpKind::Tan, ExprOp::Tan, TypeSet::Float},
+    {OpKind::Asin, ExprOp::Asin, TypeSet::Float},       {OpKind::Acos, ExprOp::Acos, TypeSet::Float},
+    {OpKind::Atan, ExprOp::Atan, TypeSet::Float},       {OpKind::Sinh, ExprOp::Sinh, TypeSet::Float},
+    {OpKind::Cosh, ExprOp::Cosh, TypeSet::Float},       {OpKind::Tanh, ExprOp::Tanh, TypeSet::Float},
+    {OpKind::Asinh, ExprOp::Asinh, TypeSet::Float},     {OpKind::Acosh, ExprOp::Acosh, TypeSet::Float},
+    {OpKind::Atanh, ExprOp::Atanh, TypeSet::Float},     {OpKind::Erf, ExprOp::Erf, TypeSet::Float},
+    {OpKind::Not, ExprOp::Not, TypeSet::Bool},          {OpKind::BitwiseNot, ExprOp::BitNot, TypeSet::Int},
 };
 
 // Binary ops that are one kir op; Bool results for comparisons.
 struct BinaryMath {
   OpKind kind;
   ExprOp op;
-  unsigned types;
+  TypeSet types;
   Result result;
 };
 constexpr BinaryMath kBinaryMath[] = {
-    {OpKind::Add, ExprOp::Add, kNumeric, Result::SameAsInput0},
-    {OpKind::Sub, ExprOp::Sub, kNumeric, Result::SameAsInput0},
-    {OpKind::Mul, ExprOp::Mul, kNumeric, Result::SameAsInput0},
-    {OpKind::Div, ExprOp::Div, kNumeric, Result::SameAsInput0},
-    {OpKind::And, ExprOp::And, kBool, Result::SameAsInput0},
-    {OpKind::Or, ExprOp::Or, kBool, Result::SameAsInput0},
-    {OpKind::Xor, ExprOp::Xor, kBool, Result::SameAsInput0},
-    {OpKind::BitwiseAnd, ExprOp::BitAnd, kInt, Result::SameAsInput0},
-    {OpKind::BitwiseOr, ExprOp::BitOr, kInt, Result::SameAsInput0},
-    {OpKind::BitwiseXor, ExprOp::BitXor, kInt, Result::SameAsInput0},
-    {OpKind::Equal, ExprOp::Eq, kAny, Result::Bool},
-    {OpKind::Less, ExprOp::Lt, kNumeric, Result::Bool},
-    {OpKind::LessOrEqual, ExprOp::Le, kNumeric, Result::Bool},
-    {OpKind::Greater, ExprOp::Gt, kNumeric, Result::Bool},
-    {OpKind::GreaterOrEqual, ExprOp::Ge, kNumeric, Result::Bool},
+    {OpKind::Add, ExprOp::Add, TypeSet::Numeric, Result::SameAsInput0},
+    {OpKind::Sub, ExprOp::Sub, TypeSet::Numeric, Result::SameAsInput0},
+    {OpKind::Mul, ExprOp::Mul, TypeSet::Numeric, Result::SameAsInput0},
+    {OpKind::Div, ExprOp::Div, TypeSet::Numeric, Result::SameAsInput0},
+    {OpKind::And, ExprOp::And, TypeSet::Bool, Result::SameAsInput0},
+    {OpKind::Or, ExprOp::Or, TypeSet::Bool, Result::SameAsInput0},
+    {OpKind::Xor, ExprOp::Xor, TypeSet::Bool, Result::SameAsInput0},
+    {OpKind::BitwiseAnd, ExprOp::BitAnd, TypeSet::Int, Result::SameAsInput0},
+    {OpKind::BitwiseOr, ExprOp::BitOr, TypeSet::Int, Result::SameAsInput0},
+    {OpKind::BitwiseXor, ExprOp::BitXor, TypeSet::Int, Result::SameAsInput0},
+    {OpKind::Equal, ExprOp::Eq, TypeSet::Any, Result::Bool},
+    {OpKind::Less, ExprOp::Lt, TypeSet::Numeric, Result::Bool},
+    {OpKind::LessOrEqual, ExprOp::Le, TypeSet::Numeric, Result::Bool},
+    {OpKind::Greater, ExprOp::Gt, TypeSet::Numeric, Result::Bool},
+    {OpKind::GreaterOrEqual, ExprOp::Ge, TypeSet::Numeric, Result::Bool},
 };
 
 // Variadic folds (1..n inputs, broadcast together).
 struct Variadic {
   OpKind kind;
   ExprOp op;
-  unsigned types;
+  TypeSet types;
 };
 constexpr Variadic kVariadic[] = {
-    {OpKind::Max, ExprOp::Max, kNumeric},
-    {OpKind::Min, ExprOp::Min, kNumeric},
-    {OpKind::Sum, ExprOp::Add, kNumeric},
-    {OpKind::Mean, ExprOp::Add, kFloat},
+    {OpKind::Max, ExprOp::Max, TypeSet::Numeric},
+    {OpKind::Min, ExprOp::Min, TypeSet::Numeric},
+    {OpKind::Sum, ExprOp::Add, TypeSet::Numeric},
+    {OpKind::Mean, ExprOp::Add, TypeSet::Float},
 };
-constexpr int kManyInputs = 1 << 20;
 
 // Unary ops whose body is a short formula; attributes carry ONNX's defaults.
 struct UnaryFormula {
   OpKind kind;
-  unsigned types;
+  TypeSet types;
   std::vector<AttrSpec> attrs;
   Body body;
 };
@@ -297,30 +249,30 @@ std::vector<UnaryFormula> unaryFormulas() {
   // A table: one formula per entry reads better than the formatter's layout.
   // clang-format off
   return {
-      {OpKind::Abs, kNumeric, {},
+      {OpKind::Abs, TypeSet::Numeric, {},
        [](const Args& a) { return isUnsignedInt(a.types[0]) ? a.x[0] : a.kb.unary(ExprOp::Abs, a.x[0]); }},
-      {OpKind::Reciprocal, kFloat, {}, [](const Args& a) { return a.kb.div(one(a.kb, a.x[0]), a.x[0]); }},
+      {OpKind::Reciprocal, TypeSet::Float, {}, [](const Args& a) { return a.kb.div(one(a.kb, a.x[0]), a.x[0]); }},
       // -1/0/1; zeros and NaN pass through as themselves.
-      {OpKind::Sign, kNumeric, {},
+      {OpKind::Sign, TypeSet::Numeric, {},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0];
          ExprId negative = kb.select(kb.lt(x, zero(kb, x)), a.c(-1, x), x);
          return kb.select(gt(kb, x, zero(kb, x)), one(kb, x), negative);
        }},
-      {OpKind::IsNaN, kFloat, {}, [](const Args& a) { return a.kb.unary(ExprOp::IsNaN, a.x[0]); }},
-      {OpKind::IsInf, kFloat, {attrInt("detect_negative", 1), attrInt("detect_positive", 1)},
+      {OpKind::IsNaN, TypeSet::Float, {}, [](const Args& a) { return a.kb.unary(ExprOp::IsNaN, a.x[0]); }},
+      {OpKind::IsInf, TypeSet::Float, {attrInt("detect_negative", 1), attrInt("detect_positive", 1)},
        [](const Args& a) {
          return a.kb.isInf(a.x[0], a.attrs.getInt("detect_positive") != 0, a.attrs.getInt("detect_negative") != 0);
        }},
-      {OpKind::Identity, kAny, {}, [](const Args& a) { return a.x[0]; }},
-      {OpKind::Relu, kFloatOrSigned, {}, [](const Args& a) { return a.kb.max(a.x[0], zero(a.kb, a.x[0])); }},
-      {OpKind::LeakyRelu, kFloat, {attrFloat("alpha", 0.01)},
+      {OpKind::Identity, TypeSet::Any, {}, [](const Args& a) { return a.x[0]; }},
+      {OpKind::Relu, TypeSet::FloatOrSigned, {}, [](const Args& a) { return a.kb.max(a.x[0], zero(a.kb, a.x[0])); }},
+      {OpKind::LeakyRelu, TypeSet::Float, {attrFloat("alpha", 0.01)},
        [](const Args& a) {
          ExprId x = a.x[0];
          return a.kb.select(a.kb.lt(x, zero(a.kb, x)), a.kb.mul(a.c(a.f("alpha"), x), x), x);
        }},
-      {OpKind::Elu, kFloat, {attrFloat("alpha", 1.0)},
+      {OpKind::Elu, TypeSet::Float, {attrFloat("alpha", 1.0)},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0];
@@ -328,7 +280,7 @@ std::vector<UnaryFormula> unaryFormulas() {
          return kb.select(kb.lt(x, zero(kb, x)), neg, x);
        }},
       {OpKind::Selu,
-       kFloat,
+       TypeSet::Float,
        {attrFloat("alpha", 1.67326319217681884765625), attrFloat("gamma", 1.05070102214813232421875)},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
@@ -337,26 +289,26 @@ std::vector<UnaryFormula> unaryFormulas() {
          return kb.mul(a.c(a.f("gamma"), x), kb.select(kb.le(x, zero(kb, x)), neg, x));
        }},
       // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
-      {OpKind::Celu, kFloat, {attrFloat("alpha", 1.0)},
+      {OpKind::Celu, TypeSet::Float, {attrFloat("alpha", 1.0)},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0], alpha = a.c(a.f("alpha"), x), z = zero(kb, x);
          ExprId neg = kb.mul(alpha, kb.sub(exp(kb, kb.div(x, alpha)), one(kb, x)));
          return kb.add(kb.max(z, x), kb.min(z, neg));
        }},
-      {OpKind::ThresholdedRelu, kFloat, {attrFloat("alpha", 1.0)},
+      {OpKind::ThresholdedRelu, TypeSet::Float, {attrFloat("alpha", 1.0)},
        [](const Args& a) {
          ExprId x = a.x[0];
          return a.kb.select(gt(a.kb, x, a.c(a.f("alpha"), x)), x, zero(a.kb, x));
        }},
-      {OpKind::Sigmoid, kFloat, {},
+      {OpKind::Sigmoid, TypeSet::Float, {},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0];
          return kb.div(one(kb, x), kb.add(one(kb, x), exp(kb, kb.unary(ExprOp::Neg, x))));
        }},
       // max(0, min(1, alpha * x + beta))
-      {OpKind::HardSigmoid, kFloat, {attrFloat("alpha", 0.2), attrFloat("beta", 0.5)},
+      {OpKind::HardSigmoid, TypeSet::Float, {attrFloat("alpha", 0.2), attrFloat("beta", 0.5)},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0];
@@ -364,23 +316,23 @@ std::vector<UnaryFormula> unaryFormulas() {
          return kb.max(zero(kb, x), kb.min(one(kb, x), lin));
        }},
       // x * max(0, min(1, x / 6 + 0.5))
-      {OpKind::HardSwish, kFloat, {},
+      {OpKind::HardSwish, TypeSet::Float, {},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0];
          ExprId lin = kb.add(kb.div(x, a.c(6, x)), a.c(0.5, x));
          return kb.mul(x, kb.max(zero(kb, x), kb.min(one(kb, x), lin)));
        }},
-      {OpKind::Softplus, kFloat, {}, [](const Args& a) { return softplus(a.kb, a.x[0]); }},
-      {OpKind::Softsign, kFloat, {},
+      {OpKind::Softplus, TypeSet::Float, {}, [](const Args& a) { return softplus(a.kb, a.x[0]); }},
+      {OpKind::Softsign, TypeSet::Float, {},
        [](const Args& a) {
          ExprId x = a.x[0];
          return a.kb.div(x, a.kb.add(one(a.kb, x), a.kb.unary(ExprOp::Abs, x)));
        }},
-      {OpKind::Mish, kFloat, {},
+      {OpKind::Mish, TypeSet::Float, {},
        [](const Args& a) { return a.kb.mul(a.x[0], a.kb.unary(ExprOp::Tanh, softplus(a.kb, a.x[0]))); }},
       // none: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-      {OpKind::Gelu, kFloat, {attrString("approximate", "none")},
+      {OpKind::Gelu, TypeSet::Float, {attrString("approximate", "none")},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0];
@@ -395,7 +347,7 @@ std::vector<UnaryFormula> unaryFormulas() {
          return kb.mul(kb.mul(a.c(0.5, x), x), kb.add(one(kb, x), inner));
        }},
       // x < -lambd: x + bias; x > lambd: x - bias; else 0
-      {OpKind::Shrink, kNumeric, {attrFloat("bias", 0.0), attrFloat("lambd", 0.5)},
+      {OpKind::Shrink, TypeSet::Numeric, {attrFloat("bias", 0.0), attrFloat("lambd", 0.5)},
        [](const Args& a) {
          KernelBuilder& kb = a.kb;
          ExprId x = a.x[0], bias = a.c(a.f("bias"), x), lambd = a.c(a.f("lambd"), x);
@@ -416,7 +368,7 @@ void defineCast(OpRegistry& r) {
     return Status::ok();
   };
   define(r, OpKind::Cast, 1, 1,
-         {ops::requiredAttr("to", AttrKind::Int), ops::attrInt("saturate", 1), ops::attrString("round_mode", "up")},
+         {ops::requiredAttr("to", AttrKind::Int), ops::attrInt("saturate", 1), ops::attrString("round_mode", "up")}, {},
          infer, [](const Args& a) {
            ExprId x = a.x[0];
            if (a.outType == DType::Bool) return a.kb.binary(ExprOp::Ne, x, zero(a.kb, x));
@@ -428,43 +380,41 @@ void defineCast(OpRegistry& r) {
 // side is f64 or the base is an integer (exact for small integer powers), else in f32.
 void definePow(OpRegistry& r) {
   auto infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireTypes(ctx, 0, kNumeric));
-    NNC_RETURN_IF_ERROR(requireTypes(ctx, 1, kNumeric));
     Shape shape;
     NNC_RETURN_IF_ERROR(ops::inferBroadcast(ctx, &shape));
     ctx.setOutput(0, ctx.inType(0), std::move(shape));
     return Status::ok();
   };
-  define(r, OpKind::Pow, 2, 2, {}, infer, [](const Args& a) {
-    DType base = a.types[0], exponent = a.types[1];
-    DType work = base == DType::F64 || exponent == DType::F64 || isInteger(base) ? DType::F64 : DType::F32;
-    ExprId p = a.kb.binary(ExprOp::Pow, a.kb.cast(work, a.x[0]), a.kb.cast(work, a.x[1]));
-    return toComputeType(a.kb, base, p);
-  });
+  define(r, OpKind::Pow, 2, 2, {}, {TypeRule::in(0, TypeSet::Numeric), TypeRule::in(1, TypeSet::Numeric)}, infer,
+         [](const Args& a) {
+           DType base = a.types[0], exponent = a.types[1];
+           DType work = base == DType::F64 || exponent == DType::F64 || isInteger(base) ? DType::F64 : DType::F32;
+           ExprId p = a.kb.binary(ExprOp::Pow, a.kb.cast(work, a.x[0]), a.kb.cast(work, a.x[1]));
+           return toComputeType(a.kb, base, p);
+         });
 }
 
 // Where(cond, x, y): cond is bool, x and y share a dtype, all three broadcast.
 void defineWhere(OpRegistry& r) {
   auto infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireTypes(ctx, 0, kBool));
-    NNC_RETURN_IF_ERROR(requireSameTypeRange(ctx, 1, 2));
     Shape shape;
     NNC_RETURN_IF_ERROR(ops::inferBroadcast(ctx, &shape));
     ctx.setOutput(0, ctx.inType(1), std::move(shape));
     return Status::ok();
   };
-  define(r, OpKind::Where, 3, 3, {}, infer, [](const Args& a) { return a.kb.select(a.x[0], a.x[1], a.x[2]); });
+  define(r, OpKind::Where, 3, 3, {}, {TypeRule::in(0, TypeSet::Bool), TypeRule::sameAs(2, 1)}, infer,
+         [](const Args& a) { return a.kb.select(a.x[0], a.x[1], a.x[2]); });
 }
 
 void defineBroadcastsToInput0Ops(OpRegistry& r) {
-  auto infer = [](unsigned types) { return inferPointwise(types, Result::SameAsInput0, requireBroadcastsToInput0); };
+  auto infer = inferPointwise(Result::SameAsInput0, requireBroadcastsToInput0);
   // PRelu(x, slope): x < 0 ? slope * x : x.
-  define(r, OpKind::PRelu, 2, 2, {}, infer(kFloatOrSigned), [](const Args& a) {
+  define(r, OpKind::PRelu, 2, 2, {}, sameTypeIn(TypeSet::FloatOrSigned), infer, [](const Args& a) {
     ExprId x = a.x[0];
     return a.kb.select(a.kb.lt(x, zero(a.kb, x)), a.kb.mul(a.x[1], x), x);
   });
   // Clip(x, min?, max?): an omitted bound is no bound; min > max gives max, as in ONNX.
-  define(r, OpKind::Clip, 1, 3, {}, infer(kNumeric), [](const Args& a) {
+  define(r, OpKind::Clip, 1, 3, {}, sameTypeIn(TypeSet::Numeric), infer, [](const Args& a) {
     ExprId y = a.x[0];
     if (a.x.size() > 1 && a.x[1] != kir::kNoExpr) y = a.kb.max(y, a.x[1]);
     if (a.x.size() > 2 && a.x[2] != kir::kNoExpr) y = a.kb.min(y, a.x[2]);
@@ -476,21 +426,21 @@ void defineBroadcastsToInput0Ops(OpRegistry& r) {
 
 void defineElementwiseOps(OpRegistry& r) {
   for (const UnaryMath& u : kUnaryMath) {
-    define(r, u.kind, 1, 1, {}, inferPointwise(u.types, Result::SameAsInput0),
+    define(r, u.kind, 1, 1, {}, sameTypeIn(u.types), inferPointwise(Result::SameAsInput0),
            [op = u.op](const Args& a) { return a.kb.unary(op, a.x[0]); });
   }
   for (UnaryFormula& u : unaryFormulas()) {
     Result result = u.kind == OpKind::IsNaN || u.kind == OpKind::IsInf ? Result::Bool : Result::SameAsInput0;
     Check check = u.kind == OpKind::Gelu ? requireStringAttr("approximate", {"none", "tanh"}) : nullptr;
-    define(r, u.kind, 1, 1, std::move(u.attrs), inferPointwise(u.types, result, check), std::move(u.body));
+    define(r, u.kind, 1, 1, std::move(u.attrs), sameTypeIn(u.types), inferPointwise(result, check), std::move(u.body));
   }
   for (const BinaryMath& b : kBinaryMath) {
-    define(r, b.kind, 2, 2, {}, inferPointwise(b.types, b.result),
+    define(r, b.kind, 2, 2, {}, sameTypeIn(b.types), inferPointwise(b.result),
            [op = b.op](const Args& a) { return a.kb.binary(op, a.x[0], a.x[1]); });
   }
   for (const Variadic& v : kVariadic) {
     bool mean = v.kind == OpKind::Mean;
-    define(r, v.kind, 1, kManyInputs, {}, inferPointwise(v.types, Result::SameAsInput0),
+    define(r, v.kind, 1, ops::kManyInputs, {}, sameTypeIn(v.types), inferPointwise(Result::SameAsInput0),
            [op = v.op, mean](const Args& a) {
              ExprId acc = a.x[0];
              for (size_t i = 1; i < a.x.size(); ++i) acc = a.kb.binary(op, acc, a.x[i]);
@@ -498,14 +448,13 @@ void defineElementwiseOps(OpRegistry& r) {
            });
   }
   // Mod: fmod = 0 is Python-style (sign of the divisor), fmod = 1 is C fmod (sign of the dividend).
-  define(r, OpKind::Mod, 2, 2, {ops::attrInt("fmod", 0)}, inferPointwise(kNumeric, Result::SameAsInput0),
-         [](const Args& a) {
+  define(r, OpKind::Mod, 2, 2, {ops::attrInt("fmod", 0)}, sameTypeIn(TypeSet::Numeric),
+         inferPointwise(Result::SameAsInput0), [](const Args& a) {
            ExprOp op = a.attrs.getInt("fmod") != 0 ? ExprOp::Rem : ExprOp::FloorMod;
            return a.kb.binary(op, a.x[0], a.x[1]);
          });
-  define(r, OpKind::BitShift, 2, 2, {ops::requiredAttr("direction", AttrKind::String)},
-         inferPointwise(kUnsigned, Result::SameAsInput0, requireStringAttr("direction", {"LEFT", "RIGHT"})),
-         [](const Args& a) {
+  define(r, OpKind::BitShift, 2, 2, {ops::requiredAttr("direction", AttrKind::String)}, sameTypeIn(TypeSet::Unsigned),
+         inferPointwise(Result::SameAsInput0, requireStringAttr("direction", {"LEFT", "RIGHT"})), [](const Args& a) {
            ExprOp op = a.attrs.getString("direction") == "LEFT" ? ExprOp::Shl : ExprOp::Shr;
            return a.kb.binary(op, a.x[0], a.x[1]);
          });

@@ -24,41 +24,6 @@ using kir::ReduceOp;
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 
-enum TypeSet : unsigned {
-  kFloat = 1,
-  kInt = 2,
-  kBool = 4,
-  kNumeric = kFloat | kInt,
-  kAny = kNumeric | kBool,
-};
-
-bool inSet(DType t, unsigned set) {
-  return ((set & kFloat) && isFloat(t)) || ((set & kInt) && isInteger(t)) || ((set & kBool) && t == DType::Bool);
-}
-
-const char* setName(unsigned set) {
-  switch (set) {
-    case kFloat: return "a float type";
-    case kNumeric: return "a numeric type";
-    default: return "a numeric type or bool";
-  }
-}
-
-Status requireType(const InferContext& ctx, int input, unsigned set) {
-  if (inSet(ctx.inType(input), set)) return Status::ok();
-  return ctx.error("input " + std::to_string(input) + " has type " + std::string(dtypeName(ctx.inType(input))) +
-                   ", expected " + setName(set));
-}
-
-Status requireSameTypeAs(const InferContext& ctx, int input, int reference) {
-  if (!ctx.hasInput(input) || ctx.inType(input) == ctx.inType(reference)) return Status::ok();
-  return ctx.error("input " + std::to_string(input) + " has type " + std::string(dtypeName(ctx.inType(input))) +
-                   ", expected " + std::string(dtypeName(ctx.inType(reference))) + " like input " +
-                   std::to_string(reference));
-}
-
-// Kernel IR computes half-like types in f32.
-DType computeType(DType t) { return isHalfLike(t) ? DType::F32 : t; }
 // Sums and products accumulate narrow integers in 64 bits (so that ReduceMean divides the true sum);
 // f32 accumulates in f32 like ONNX Runtime and numpy, f64 in f64.
 DType accumType(DType t) {
@@ -78,12 +43,6 @@ ExprId loadAs(LowerContext& ctx, int input, const std::vector<ExprId>& index, DT
   return castTo(ctx.kb, t, ctx.inputs[input](index));
 }
 
-std::string intsStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // An Ints value that ONNX passes as an input in newer opsets (Reduce* axes): the attribute when
 // present, else the data of a constant input, else absent. A non-constant input is an error.
 Expected<std::optional<std::vector<int64_t>>> staticInts(const Node& node, const std::string& attr, int input) {
@@ -101,7 +60,7 @@ Expected<std::vector<bool>> axisFlags(const InferContext& ctx, const std::vector
   std::vector<bool> flags(rank, false);
   for (int64_t a : axes) {
     NNC_ASSIGN_OR_RETURN(int axis, ops::checkAxis(ctx, a, rank));
-    if (flags[axis]) return ctx.error("axes " + intsStr(axes) + " name axis " + std::to_string(axis) + " twice");
+    if (flags[axis]) return ctx.error("axes " + ops::listStr(axes) + " name axis " + std::to_string(axis) + " twice");
     flags[axis] = true;
   }
   return flags;
@@ -211,9 +170,7 @@ ReduceAxes reduceAxesChecked(const LowerContext& ctx) {
   return r;
 }
 
-Status inferReduce(InferContext& ctx, ReduceKind kind) {
-  unsigned types = (kind == ReduceKind::Max || kind == ReduceKind::Min) ? kAny : kNumeric;
-  NNC_RETURN_IF_ERROR(requireType(ctx, 0, types));
+Status inferReduce(InferContext& ctx) {
   NNC_ASSIGN_OR_RETURN(ReduceAxes ra, reduceAxes(ctx));
   bool keep = ctx.attrs().getInt("keepdims") != 0;
   std::vector<int64_t> out;
@@ -234,7 +191,7 @@ ExprId reduceValue(KernelBuilder& kb, ReduceKind kind, DType t, int64_t count,
                    const std::function<ExprId(const std::vector<ExprId>&)>& x,
                    const std::function<std::vector<ExprId>()>& newIndexVars,
                    const std::function<std::vector<ExprId>(const std::vector<ExprId>&)>& indexOf) {
-  DType ct = computeType(t), at = accumType(t);
+  DType ct = ops::exprType(t), at = accumType(t);
   // Integer L2/LogSum/LogSumExp apply their float function in f64 and truncate back.
   DType ft = isFloat(t) ? ct : DType::F64;
   auto fold = [&](ReduceOp op, DType bodyType, const std::function<ExprId(ExprId)>& f) {
@@ -303,7 +260,9 @@ void defineReduce(OpRegistry& r, OpKind kind, ReduceKind rk) {
   d.attrs = {ops::optionalAttr("axes", AttrKind::Ints), ops::attrInt("keepdims", 1),
              ops::attrInt("noop_with_empty_axes", 0)};
   d.staticInputs = {{1, "axes", AttrKind::Ints}};
-  d.infer = [rk](InferContext& ctx) { return inferReduce(ctx, rk); };
+  d.checkStaticInputs = false;  // staticInts words the error, after the type check
+  d.typeRules = {TypeRule::in(0, rk == ReduceKind::Max || rk == ReduceKind::Min ? TypeSet::Any : TypeSet::Numeric)};
+  d.infer = inferReduce;
   d.lowerAnchor = [rk](LowerContext& ctx) { return lowerReduce(ctx, rk); };
   r.define(std::move(d));
 }
@@ -315,8 +274,8 @@ void defineArgReduce(OpRegistry& r, OpKind kind, ReduceOp op) {
   OpDef d;
   d.kind = kind;
   d.attrs = {ops::attrInt("axis", 0), ops::attrInt("keepdims", 1), ops::attrInt("select_last_index", 0)};
+  d.typeRules = {TypeRule::in(0, TypeSet::Numeric)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kNumeric));
     NNC_ASSIGN_OR_RETURN(int axis, ops::checkAxis(ctx, ctx.attrs().getInt("axis"), ctx.inRank(0)));
     const Shape& in = ctx.inShape(0);
     if (in[axis] == 0)
@@ -335,7 +294,7 @@ void defineArgReduce(OpRegistry& r, OpKind kind, ReduceOp op) {
     int axis = normalizedAxis(ctx.attrs().getInt("axis"), in.rank());
     std::vector<ExprId> outer = kb.setOuter(withoutAxis(in, axis));
     std::vector<ExprId> rv = kb.reductionVars({in[axis]});
-    ExprId x = loadAs(ctx, 0, withAxis(outer, axis, rv[0]), computeType(ctx.inType(0)));
+    ExprId x = loadAs(ctx, 0, withAxis(outer, axis, rv[0]), ops::exprType(ctx.inType(0)));
     ExprId index = kb.reduce(op, rv, x, ctx.attrs().getInt("select_last_index") != 0);
     bool keep = ctx.attrs().getInt("keepdims") != 0;
     return {{keep ? withAxis(outer, axis, kb.i64(0)) : outer, index, false}};
@@ -348,16 +307,10 @@ void defineArgReduce(OpRegistry& r, OpKind kind, ReduceOp op) {
 
 enum class RowKind { Softmax, LogSoftmax, Hardmax, LpNorm };
 
-Status inferSameFloat(InferContext& ctx) {
-  NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
-  ctx.setOutput(0, ctx.inType(0), ctx.inShape(0));
-  return Status::ok();
-}
-
 std::vector<AnchorOutput> lowerRow(LowerContext& ctx, RowKind kind) {
   KernelBuilder& kb = ctx.kb;
   const Shape& in = ctx.inShape(0);
-  DType ct = computeType(ctx.inType(0));
+  DType ct = ops::exprType(ctx.inType(0));
   int axis = normalizedAxis(ctx.attrs().getInt("axis"), in.rank());
   std::vector<ExprId> outer = kb.setOuter(withoutAxis(in, axis));
   auto xAt = [&](ExprId v) { return loadAs(ctx, 0, withAxis(outer, axis, v), ct); };
@@ -403,14 +356,15 @@ void defineRowOp(OpRegistry& r, OpKind kind, RowKind rk) {
   d.kind = kind;
   d.attrs = {ops::attrInt("axis", -1)};
   if (rk == RowKind::LpNorm) d.attrs.push_back(ops::attrInt("p", 2));
+  d.typeRules = {TypeRule::in(0, TypeSet::Float)};
   d.infer = [rk](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
     NNC_RETURN_IF_ERROR(ops::checkAxis(ctx, ctx.attrs().getInt("axis"), ctx.inRank(0)).status());
     if (rk == RowKind::LpNorm) {
       int64_t p = ctx.attrs().getInt("p");
       if (p != 1 && p != 2) return ctx.error("p must be 1 or 2, got " + std::to_string(p));
     }
-    return inferSameFloat(ctx);
+    ctx.setOutput(0, ctx.inType(0), ctx.inShape(0));
+    return Status::ok();
   };
   d.lowerAnchor = [rk](LowerContext& ctx) { return lowerRow(ctx, rk); };
   r.define(std::move(d));
@@ -445,10 +399,8 @@ void defineLayerNormalization(OpRegistry& r) {
   d.minOutputs = 1;
   d.maxOutputs = 3;
   d.attrs = {ops::attrInt("axis", -1), ops::attrFloat("epsilon", 1e-5), ops::attrInt("stash_type", 1)};
+  d.typeRules = {TypeRule::in(0, TypeSet::Float), TypeRule::sameAs(1, 0), TypeRule::sameAs(2, 0)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
-    NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 1, 0));
-    NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 2, 0));
     const Shape& x = ctx.inShape(0);
     NNC_ASSIGN_OR_RETURN(int axis, ops::checkAxis(ctx, ctx.attrs().getInt("axis"), x.rank()));
     for (int i = 1; i < 3; ++i) {
@@ -501,9 +453,8 @@ void defineRmsNormalization(OpRegistry& r) {
   d.internal = true;
   d.minInputs = d.maxInputs = 2;
   d.attrs = {ops::attrInt("axis", -1), ops::attrFloat("epsilon", 1e-5)};
+  d.typeRules = {TypeRule::in(0, TypeSet::Float), TypeRule::sameAs(1, 0)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
-    NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 1, 0));
     const Shape& x = ctx.inShape(0);
     NNC_RETURN_IF_ERROR(ops::checkAxis(ctx, ctx.attrs().getInt("axis"), x.rank()).status());
     std::optional<Shape> b = broadcastShapes(x, ctx.inShape(1));
@@ -516,7 +467,7 @@ void defineRmsNormalization(OpRegistry& r) {
     KernelBuilder& kb = ctx.kb;
     const Shape& x = ctx.inShape(0);
     const int axis = normalizedAxis(ctx.attrs().getInt("axis"), x.rank());
-    const DType ct = computeType(ctx.inType(0));
+    const DType ct = ops::exprType(ctx.inType(0));
     std::vector<bool> flags = fromAxis(x.rank(), axis);
     std::vector<ExprId> outer = kb.setOuter(extentsWhere(x, flags, false));
     std::vector<int64_t> extents = extentsWhere(x, flags, true);
@@ -541,10 +492,8 @@ void defineInstanceNormalization(OpRegistry& r) {
   d.kind = OpKind::InstanceNormalization;
   d.minInputs = d.maxInputs = 3;
   d.attrs = {ops::attrFloat("epsilon", 1e-5)};
+  d.typeRules = {TypeRule::in(0, TypeSet::Float), TypeRule::sameAs(1, 0), TypeRule::sameAs(2, 0)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
-    NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 1, 0));
-    NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 2, 0));
     const Shape& x = ctx.inShape(0);
     if (x.rank() < 2) return ctx.error("expected an input of rank >= 2 (N x C x ...), got " + x.str());
     for (int i = 1; i < 3; ++i) {
@@ -558,7 +507,7 @@ void defineInstanceNormalization(OpRegistry& r) {
   d.lowerAnchor = [](LowerContext& ctx) -> std::vector<AnchorOutput> {
     KernelBuilder& kb = ctx.kb;
     const Shape& x = ctx.inShape(0);
-    DType ct = computeType(ctx.inType(0));
+    DType ct = ops::exprType(ctx.inType(0));
     std::vector<bool> flags = fromAxis(x.rank(), 2);
     std::vector<ExprId> outer = kb.setOuter(extentsWhere(x, flags, false));
     Moments mo = moments(ctx, flags, outer, ct);
@@ -577,8 +526,8 @@ void defineMeanVarianceNormalization(OpRegistry& r) {
   OpDef d;
   d.kind = OpKind::MeanVarianceNormalization;
   d.attrs = {ops::attrInts("axes", {0, 2, 3})};
+  d.typeRules = {TypeRule::in(0, TypeSet::Float)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
     NNC_RETURN_IF_ERROR(axisFlags(ctx, ctx.attrs().getInts("axes"), ctx.inRank(0)).status());
     ctx.setOutput(0, ctx.inType(0), ctx.inShape(0));
     return Status::ok();
@@ -586,7 +535,7 @@ void defineMeanVarianceNormalization(OpRegistry& r) {
   d.lowerAnchor = [](LowerContext& ctx) -> std::vector<AnchorOutput> {
     KernelBuilder& kb = ctx.kb;
     const Shape& x = ctx.inShape(0);
-    DType ct = computeType(ctx.inType(0));
+    DType ct = ops::exprType(ctx.inType(0));
     std::vector<bool> flags = axisFlagsChecked(ctx.attrs().getInts("axes"), x.rank());
     std::vector<ExprId> outer = kb.setOuter(extentsWhere(x, flags, false));
     Moments mo = moments(ctx, flags, outer, ct);
@@ -608,8 +557,8 @@ void defineLRN(OpRegistry& r) {
   d.rereadsInputs = true;
   d.attrs = {ops::attrFloat("alpha", 1e-4), ops::attrFloat("beta", 0.75), ops::attrFloat("bias", 1.0),
              ops::requiredAttr("size", AttrKind::Int)};
+  d.typeRules = {TypeRule::in(0, TypeSet::Float)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kFloat));
     if (ctx.inRank(0) < 2)
       return ctx.error("expected an input of rank >= 2 (N x C x ...), got " + ctx.inShape(0).str());
     if (ctx.attrs().getInt("size") < 1)
@@ -620,7 +569,7 @@ void defineLRN(OpRegistry& r) {
   d.lowerAnchor = [](LowerContext& ctx) -> std::vector<AnchorOutput> {
     KernelBuilder& kb = ctx.kb;
     const Shape& x = ctx.inShape(0);
-    DType ct = computeType(ctx.inType(0));
+    DType ct = ops::exprType(ctx.inType(0));
     int64_t size = ctx.attrs().getInt("size"), channels = x[1];
     std::vector<ExprId> outer = kb.setOuter(x.dims());
     ExprId c, inside;
@@ -674,8 +623,9 @@ void defineCumSum(OpRegistry& r) {
   d.maxInputs = 2;
   d.attrs = {ops::optionalAttr("axis", AttrKind::Int), ops::attrInt("exclusive", 0), ops::attrInt("reverse", 0)};
   d.staticInputs = {{1, "axis", AttrKind::Int}};
+  d.checkStaticInputs = false;  // cumSumAxis words the error, after the type check
+  d.typeRules = {TypeRule::in(0, TypeSet::Numeric)};
   d.infer = [](InferContext& ctx) -> Status {
-    NNC_RETURN_IF_ERROR(requireType(ctx, 0, kNumeric));
     NNC_ASSIGN_OR_RETURN(int64_t axis, cumSumAxis(ctx.node()));
     NNC_RETURN_IF_ERROR(ops::checkAxis(ctx, axis, ctx.inRank(0)).status());
     ctx.setOutput(0, ctx.inType(0), ctx.inShape(0));
@@ -697,7 +647,7 @@ void defineCumSum(OpRegistry& r) {
     ExprOp cmp = reverse ? (exclusive ? ExprOp::Gt : ExprOp::Ge) : (exclusive ? ExprOp::Lt : ExprOp::Le);
     ExprId body = kb.select(kb.binary(cmp, j, i), loadAs(ctx, 0, index, at), num(kb, at, 0));
     ExprId sum = kb.reduce(ReduceOp::Sum, rv, body);
-    return {{outer, castTo(kb, computeType(t), sum), false}};
+    return {{outer, castTo(kb, ops::exprType(t), sum), false}};
   };
   r.define(std::move(d));
 }
@@ -719,9 +669,8 @@ std::optional<ScatterReduction> scatterReduction(const std::string& s) {
   return std::nullopt;
 }
 
+// After the type rules (scatterTypeRules()): the indices' type and the reduction.
 Status checkScatterTypes(InferContext& ctx) {
-  NNC_RETURN_IF_ERROR(requireType(ctx, 0, kAny));
-  NNC_RETURN_IF_ERROR(requireSameTypeAs(ctx, 2, 0));
   DType it = ctx.inType(1);
   if (it != DType::I32 && it != DType::I64)
     return ctx.error("indices have type " + std::string(dtypeName(it)) + ", expected i32 or i64");
@@ -732,6 +681,9 @@ Status checkScatterTypes(InferContext& ctx) {
     return ctx.error("reduction '" + red + "' is not supported for bool data");
   return Status::ok();
 }
+
+// Data and updates share a dtype (any).
+std::vector<TypeRule> scatterTypeRules() { return {TypeRule::in(0, TypeSet::Any), TypeRule::sameAs(2, 0)}; }
 
 // An index value as i64, negative values counted from the end of a dim of `extent`.
 ExprId wrapIndex(KernelBuilder& kb, ExprId index, int64_t extent) {
@@ -747,7 +699,7 @@ ExprId combineScatter(KernelBuilder& kb, ScatterReduction red, DType t, ExprId d
                       const std::function<ExprId(const std::vector<ExprId>&)>& match,
                       const std::function<ExprId(const std::vector<ExprId>&)>& update,
                       const std::function<ExprId(ExprId)>& updateAtFlat) {
-  DType ct = computeType(t), at = accumType(t);
+  DType ct = ops::exprType(t), at = accumType(t);
   int64_t count = saturatingProduct(scanExtents);
   if (count == 0) return data;
   std::vector<ExprId> rv = kb.reductionVars(scanExtents);
@@ -787,6 +739,7 @@ void defineScatterElements(OpRegistry& r) {
   d.rereadsInputs = true;
   d.minInputs = d.maxInputs = 3;
   d.attrs = {ops::attrInt("axis", 0), ops::attrString("reduction", "none")};
+  d.typeRules = scatterTypeRules();
   d.infer = [](InferContext& ctx) -> Status {
     NNC_RETURN_IF_ERROR(checkScatterTypes(ctx));
     const Shape& data = ctx.inShape(0);
@@ -813,7 +766,7 @@ void defineScatterElements(OpRegistry& r) {
     auto red = scatterReduction(ctx.attrs().getString("reduction"));
     NNC_CHECK(red.has_value(), "reduction was validated by inference");
     std::vector<ExprId> outer = kb.setOuter(data.dims());
-    ExprId x = loadAs(ctx, 0, outer, computeType(t));
+    ExprId x = loadAs(ctx, 0, outer, ops::exprType(t));
     if (upd.numel() == 0) return {{outer, x, false}};
     // Only updates with the same coordinates off the axis can target `outer`: scan the axis of
     // the updates, and require the output point to lie inside the updates' extent off the axis.
@@ -851,6 +804,7 @@ void defineScatterND(OpRegistry& r) {
   d.rereadsInputs = true;
   d.minInputs = d.maxInputs = 3;
   d.attrs = {ops::attrString("reduction", "none")};
+  d.typeRules = scatterTypeRules();
   d.infer = [](InferContext& ctx) -> Status {
     NNC_RETURN_IF_ERROR(checkScatterTypes(ctx));
     const Shape& data = ctx.inShape(0);
@@ -878,7 +832,7 @@ void defineScatterND(OpRegistry& r) {
     int64_t k = idx[q - 1];
     std::vector<int64_t> prefix(idx.dims().begin(), idx.dims().end() - 1);
     std::vector<ExprId> outer = kb.setOuter(data.dims());
-    ExprId x = loadAs(ctx, 0, outer, computeType(t));
+    ExprId x = loadAs(ctx, 0, outer, ops::exprType(t));
     // The update for index tuple j at output point i is updates[j..., i[k:]...].
     auto updateIndex = [&](const std::vector<ExprId>& j) {
       std::vector<ExprId> index = j;

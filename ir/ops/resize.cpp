@@ -1,5 +1,5 @@
-// The Resize op (an Injective op of ir/ops/movement.cpp, kept apart for its size): nearest, linear
-// and cubic interpolation over any number of axes, as a weighted sum of loads at computed indices.
+// The Resize op definition (Injective): nearest, linear and cubic interpolation over any number of
+// axes, as a weighted sum of loads at computed indices.
 //
 // Semantics follow the ONNX reference implementation (onnx/reference/ops/op_resize.py): per axis the
 // output coordinate maps to x_original (coordinate_transformation_mode), the taps are the nearest
@@ -44,16 +44,6 @@ struct Plan {
 };
 
 Status fail(const std::string& message) { return Status::error(message); }
-
-std::string intsStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-std::string countMessage(const std::string& what, size_t got, size_t expected) {
-  return what + " has " + std::to_string(got) + " values, expected " + std::to_string(expected);
-}
 
 // A static input: the attribute the importer made, or a constant input; empty means absent (ONNX
 // passes "" or an empty tensor for an omitted roi/scales/sizes).
@@ -146,7 +136,7 @@ Expected<Plan> planResize(const Node& n, const Shape& in) {
   } else {
     if (sizes->size() != count) return fail(countMessage("sizes", sizes->size(), count));
     for (size_t i = 0; i < count; ++i) {
-      if ((*sizes)[i] < 0) return fail("sizes " + intsStr(*sizes) + " has a negative value");
+      if ((*sizes)[i] < 0) return fail("sizes " + listStr(*sizes) + " has a negative value");
       if (in[axes[i]] == 0) return fail("cannot resize axis " + std::to_string(axes[i]) + ", which is empty");
     }
     if (policy == "stretch") {
@@ -314,9 +304,7 @@ ExprId lowerAt(KernelBuilder& kb, const Plan& p, const ElementGen& x, DType outT
   return value;
 }
 
-}  // namespace
-
-void defineResize(OpRegistry& r) {
+OpDef resizeDef() {
   OpDef d;
   d.kind = OpKind::Resize;
   d.minInputs = 1, d.maxInputs = 4;
@@ -328,11 +316,6 @@ void defineResize(OpRegistry& r) {
              attrString("mode", "nearest"),         attrString("nearest_mode", "round_prefer_floor")};
   d.staticInputs = {{1, "roi", AttrKind::Floats}, {2, "scales", AttrKind::Floats}, {3, "sizes", AttrKind::Ints}};
   d.infer = [](InferContext& ctx) -> Status {
-    for (int i = 1; i <= 3; ++i) {
-      const char* names[] = {"", "roi", "scales", "sizes"};
-      if (ctx.hasInput(i) && !ctx.attrs().has(names[i]) && !ctx.node().input(i)->isConstant())
-        return ctx.error("input " + std::to_string(i) + " ('" + names[i] + "') must be a compile-time constant");
-    }
     if (ctx.attrs().getString("mode") != "nearest" && !isFloat(ctx.inType(0)) && !isInteger(ctx.inType(0)))
       return ctx.error("cannot interpolate values of type " + std::string(dtypeName(ctx.inType(0))));
     Expected<Plan> p = planResize(ctx.node(), ctx.inShape(0));
@@ -347,7 +330,14 @@ void defineResize(OpRegistry& r) {
     DType type = ctx.outType(0);
     return {[=](const Index& idx) { return lowerAt(*kb, p, x, type, idx); }};
   };
-  r.define(std::move(d));
+  return d;
 }
 
+}  // namespace
 }  // namespace nnc::ops
+
+namespace nnc {
+
+void defineResizeOps(OpRegistry& r) { r.define(ops::resizeDef()); }
+
+}  // namespace nnc

@@ -2,6 +2,7 @@
 #include "ir/ops/window.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace nnc::ops {
 
@@ -30,12 +31,6 @@ Status readAutoPad(const Attributes& attrs, std::string* autoPad) {
   return Status::error("auto_pad '" + *autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
 }
 
-std::string listStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 int64_t floorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -45,6 +40,14 @@ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 std::vector<AttrSpec> windowAttrs() {
   return {attrString("auto_pad", "NOTSET"), optionalAttr("dilations", AttrKind::Ints),
           optionalAttr("pads", AttrKind::Ints), optionalAttr("strides", AttrKind::Ints)};
+}
+
+std::vector<AttrSpec> poolAttrs(std::vector<AttrSpec> extra) {
+  std::vector<AttrSpec> a = windowAttrs();
+  a.push_back(attrInt("ceil_mode", 0));
+  a.push_back(requiredAttr("kernel_shape", AttrKind::Ints));
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
 }
 
 Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vector<int64_t> kernel, Window* w) {
@@ -114,6 +117,17 @@ Taps windowTaps(KernelBuilder& kb, const Window& w, const std::vector<ExprId>& o
     taps.clamped.push_back(lowest < 0 || highest >= w.in[i] ? kb.clamp(c, 0, w.in[i] - 1) : c);
   }
   return taps;
+}
+
+ExprId lowestValue(KernelBuilder& kb, DType t) {
+  if (isFloat(t)) return kb.constant(t, -std::numeric_limits<double>::infinity());
+  if (isUnsignedInt(t)) return kb.constantInt(t, 0);
+  switch (t) {
+    case DType::I8: return kb.constantInt(t, std::numeric_limits<int8_t>::min());
+    case DType::I16: return kb.constantInt(t, std::numeric_limits<int16_t>::min());
+    case DType::I32: return kb.constantInt(t, std::numeric_limits<int32_t>::min());
+    default: return kb.constantInt(t, std::numeric_limits<int64_t>::min());
+  }
 }
 
 ExprId tapCount(KernelBuilder& kb, const Window& w, int i, ExprId o, int64_t lo, int64_t hi) {

@@ -1,5 +1,6 @@
-// Sliding windows (Conv, the pools, Im2Col): geometry from the attributes per the ONNX formulas, and
-// the kernel-IR index arithmetic of window taps. Shared by ir/ops/nn.cpp and ir/ops/im2col.cpp.
+// Sliding windows (Conv, the pools, Im2Col, the channels-last ops): geometry from the attributes per
+// the ONNX formulas, and the kernel-IR index arithmetic of window taps. Shared by ir/ops/conv.cpp,
+// nhwc.cpp and pool.cpp (and the passes that rewrite windows).
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,6 @@ struct Window {
   int64_t extent(int i) const { return (kernel[i] - 1) * dilations[i] + 1; }
 };
 
-// "[1, 2, 3]".
-std::string listStr(const std::vector<int64_t>& v);
 int64_t floorDiv(int64_t a, int64_t b);
 int64_t ceilDiv(int64_t a, int64_t b);
 
@@ -37,6 +36,8 @@ Status readAutoPad(const Attributes& attrs, std::string* autoPad);
 
 // The attributes every window op has: auto_pad, dilations, pads, strides.
 std::vector<AttrSpec> windowAttrs();
+// A pool's: the window's, ceil_mode and kernel_shape, then `extra`.
+std::vector<AttrSpec> poolAttrs(std::vector<AttrSpec> extra);
 
 // Geometry of a conv or pool over spatial dims `in` with `kernel`. Reads strides, dilations, pads,
 // auto_pad and (for pools) ceil_mode. Messages carry no node prefix.
@@ -71,6 +72,9 @@ struct Taps {
 };
 Taps windowTaps(kir::KernelBuilder& kb, const Window& w, const std::vector<kir::ExprId>& o,
                 const std::vector<kir::ExprId>& k);
+
+// The smallest value of expression type `t`: what a padded tap contributes to a max.
+kir::ExprId lowestValue(kir::KernelBuilder& kb, DType t);
 
 // Number of taps along axis i of the window at output position `o` whose coordinate lies in
 // [lo, hi): the closed form of counting k in [0, K) with lo <= o*s - pb + k*d < hi.

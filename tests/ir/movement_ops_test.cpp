@@ -1,7 +1,7 @@
-// Tests for the data-movement op definitions (ir/ops/movement.cpp, ir/ops/resize.cpp): shapes,
-// diagnostics, and values through the reference evaluator. Expected values were computed with numpy
-// (np.transpose, np.pad, np.take, ...) or, where numpy has no equivalent, with the ONNX reference
-// implementation (onnx.reference, onnx 1.17), and pasted in.
+// Tests for the data-movement op definitions (ir/ops/layout.cpp, gather.cpp, generators.cpp and
+// resize.cpp): shapes, diagnostics, and values through the reference evaluator. Expected values were
+// computed with numpy (np.transpose, np.pad, np.take, ...) or, where numpy has no equivalent, with the
+// ONNX reference implementation (onnx.reference, onnx 1.17), and pasted in.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
-// Tests for the neural-network op definitions (ir/ops/nn.cpp) and the TopK host kernel: shapes,
-// diagnostics, and values through the reference evaluator against numpy-computed constants.
+// Tests for the neural-network op definitions (ir/ops/contraction.cpp, conv.cpp, nhwc.cpp, pool.cpp
+// and topk.cpp) and the TopK host kernel: shapes, diagnostics, and values through the reference
+// evaluator against numpy-computed constants.
 // Inputs come from seq(), a formula reproduced in the numpy script, and are multiples of 1/4 so
 // that most expected values are exact in f32. The conv/pool references were numpy loops (scatter
 // form for ConvTranspose) cross-checked against onnx.reference; pool semantics were also checked

@@ -1,4 +1,5 @@
-// ir/ops/common.h helpers: broadcast indices in kernel IR, axis checks, type agreement.
+// ir/ops/common.h helpers (broadcast indices in kernel IR, axis checks) and the declared input checks
+// of the registry (type rules, static inputs).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -42,12 +43,49 @@ TEST(OpsCommon, InferBroadcastAndSameType) {
   Shape out;
   ASSERT_TRUE(ops::inferBroadcast(ctx, &out).isOk());
   EXPECT_EQ(out, (Shape{1, 2, 3}));
-  EXPECT_TRUE(ops::requireSameType(ctx).isOk());
+  EXPECT_TRUE(checkTypeRule(TypeRule::allSame(), ctx).isOk());
 
   OneNode bad({std::pair{DType::F32, Shape{2, 3}}, std::nullopt, std::pair{DType::I64, Shape{4}}});
   InferContext ctx2(*bad.node, bad.outs);
   EXPECT_EQ(ops::inferBroadcast(ctx2, &out).message(), "node 's' (Sum): cannot broadcast shapes [2x3] and [4]");
-  EXPECT_EQ(ops::requireSameType(ctx2).message(), "node 's' (Sum): input 2 has type i64, expected f32 like input 0");
+  EXPECT_EQ(checkTypeRule(TypeRule::allSame(), ctx2).message(),
+            "node 's' (Sum): input 2 has type i64, expected f32 like input 0");
+}
+
+TEST(OpsCommon, TypeSets) {
+  EXPECT_TRUE(inTypeSet(DType::BF16, TypeSet::Float));
+  EXPECT_FALSE(inTypeSet(DType::U8, TypeSet::FloatOrSigned));
+  EXPECT_TRUE(inTypeSet(DType::U8, TypeSet::Numeric));
+  EXPECT_FALSE(inTypeSet(DType::Bool, TypeSet::Numeric));
+  EXPECT_TRUE(inTypeSet(DType::Bool, TypeSet::Any));
+  EXPECT_STREQ(typeSetName(TypeSet::Any), "a numeric type or bool");
+  EXPECT_STREQ(typeSetName(TypeSet::FloatOrSigned), "a float or signed integer type");
+}
+
+TEST(OpsCommon, TypeRules) {
+  OneNode n({std::pair{DType::I32, Shape{2}}, std::nullopt, std::pair{DType::F32, Shape{2}}});
+  InferContext ctx(*n.node, n.outs);
+  EXPECT_EQ(checkTypeRule(TypeRule::in(0, TypeSet::Float), ctx).message(),
+            "node 's' (Sum): input 0 has type i32, expected a float type");
+  EXPECT_EQ(checkTypeRule(TypeRule::in(0, TypeSet::Float, "a float or i8"), ctx).message(),
+            "node 's' (Sum): input 0 has type i32, expected a float or i8");
+  EXPECT_TRUE(checkTypeRule(TypeRule::in(0, TypeSet::Int), ctx).isOk());
+  EXPECT_TRUE(checkTypeRule(TypeRule::in(1, TypeSet::Bool), ctx).isOk());  // an omitted input passes
+  EXPECT_TRUE(checkTypeRule(TypeRule::sameAs(1, 0), ctx).isOk());
+  EXPECT_EQ(checkTypeRule(TypeRule::sameAs(2, 0), ctx).message(),
+            "node 's' (Sum): input 2 has type f32, expected i32 like input 0");
+
+  // In the order declared, after the static inputs.
+  OpDef def;
+  def.typeRules = {TypeRule::allSame(), TypeRule::in(0, TypeSet::Float)};
+  EXPECT_EQ(checkDeclaredInputs(def, ctx).message(), "node 's' (Sum): input 2 has type f32, expected i32 like input 0");
+  def.typeRules = {TypeRule::in(0, TypeSet::Float), TypeRule::allSame()};
+  EXPECT_EQ(checkDeclaredInputs(def, ctx).message(), "node 's' (Sum): input 0 has type i32, expected a float type");
+  def.staticInputs = {{1, "axes", AttrKind::Ints}, {2, "shape", AttrKind::Ints}};
+  EXPECT_EQ(checkDeclaredInputs(def, ctx).message(),
+            "node 's' (Sum): input 2 ('shape') must be a compile-time constant");
+  def.checkStaticInputs = false;
+  EXPECT_EQ(checkDeclaredInputs(def, ctx).message(), "node 's' (Sum): input 0 has type i32, expected a float type");
 }
 
 TEST(OpsCommon, CheckAxis) {
