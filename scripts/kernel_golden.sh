@@ -12,7 +12,8 @@
 # target's code generation fills in its part of the plan: cuda's thread mappings; NVRTC's output is
 # cached in $NNC_CACHE_DIR). The real models and the ONNX node tests took 3.7 minutes on 2 cores. Environment: TARGETS (default "cpu cuda"),
 # LEVELS (default "0 2"), EMITS (default "kernel-ir plan"; add llvm for a cpu code-generator change,
-# cuda for the CUDA emitter's: those generate code), JOBS (default: the cores).
+# cuda for the CUDA emitter's: those generate code), NNC_FLAGS (more options for every compile, e.g.
+# --disable-pass=NAME to hold a new pass out of the comparison), JOBS (default: the cores).
 set -uo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 NNC OUT_DIR MODEL_DIR..." >&2
@@ -35,14 +36,15 @@ emit_one() {  # model.onnx, its name within OUT
       for what in $EMITS; do
         [ "$what" = llvm ] && [ "$target" != cpu ] && continue
         [ "$what" = cuda ] && [ "$target" != cuda ] && continue
-        "$NNC" "$model" --target="$target" -O"$level" --emit="$what" >"$dir/$target-O$level.$what" 2>&1 ||
+        # shellcheck disable=SC2086
+        "$NNC" "$model" --target="$target" -O"$level" --emit="$what" ${NNC_FLAGS:-} >"$dir/$target-O$level.$what" 2>&1 ||
           echo "(exit $?)" >>"$dir/$target-O$level.$what"
       done
     done
   done
 }
 export -f emit_one
-export NNC OUT TARGETS LEVELS EMITS
+export NNC OUT TARGETS LEVELS EMITS NNC_FLAGS
 
 for root in "$@"; do
   base=$(basename "$root")
