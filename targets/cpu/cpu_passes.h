@@ -13,11 +13,16 @@ Expected<bool> channelsLast(Graph& graph);
 // (explicit_padding.cpp).
 Expected<bool> explicitPadding(Graph& graph);
 
-// Both as the cpu target lists them; the layout change only from -O1 (-O0 has no simplify to cancel
-// its transposes).
+// A MatMul of a batched A and a 2-D B as one GEMM over all the batch's rows (batch_rows.cpp).
+Expected<bool> batchRows(Graph& graph);
+
+// As the cpu target lists them; the layout change only from -O1 (-O0 has no simplify to cancel its
+// transposes), and the batch's rows too (-O0 runs the ops as the model has them).
 inline constexpr TargetPass kChannelsLast = {
     "channels-last", channelsLast, 1, "depthwise-separable Conv chains on NHWC data: DepthwiseConvNhwc, 1x1 as MatMul"};
 inline constexpr TargetPass kExplicitPadding = {"explicit-padding", explicitPadding, 0,
                                                 "a padded Conv/Im2Col reads a zero Pad of its input (affine taps)"};
+inline constexpr TargetPass kBatchRows = {"batch-rows", batchRows, 1,
+                                          "MatMul of a batched A and a 2-D B as one GEMM over the batch's rows"};
 
 }  // namespace nnc::passes

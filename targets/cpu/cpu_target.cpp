@@ -66,7 +66,7 @@ class CpuTarget final : public Target {
   std::string name() const override { return "cpu"; }
 
   std::vector<passes::TargetPass> passes() const override {
-    return {passes::kChannelsLast, passes::kConvToGemm, passes::kExplicitPadding};
+    return {passes::kChannelsLast, passes::kConvToGemm, passes::kExplicitPadding, passes::kBatchRows};
   }
 
   passes::ContractionHooks contractionHooks() const override {

@@ -223,6 +223,46 @@ TEST(ContractionMicrokernels, SameTileInTwoKernelsOfOneModule) {
   }
 }
 
+// nn.MultiheadAttention's projection as PyTorch exports it with batch_first: x [1, s, d] transposed to
+// [s, 1, d] times W [d, n] plus a bias. The cpu's batch-rows pass makes it one GEMM of s rows (not s
+// matrix-vector products); a transpose whose rows would not merge (m = 3 rows per batch) stays
+// batched. Both against float64.
+TEST(BatchRows, ATransposedBatchOfRowsIsOneGemm) {
+  std::mt19937 rng(13);
+  for (const auto& [s, rowsPerBatch] : std::vector<std::pair<int64_t, int64_t>>{{24, 1}, {5, 3}}) {
+    const int64_t d = 64, n = 96;
+    Tensor x = randomF32(Shape({rowsPerBatch, s, d}), rng), w = randomF32(Shape({d, n}), rng);
+    Tensor bias = randomF32(Shape({n}), rng);
+    Graph g;
+    GraphBuilder b(g);
+    Attributes perm;
+    perm.set("perm", std::vector<int64_t>{1, 0, 2});
+    Value* xt = b.op(OpKind::Transpose, {b.input("x", DType::F32, x.shape())}, perm);
+    b.output(b.add(b.constant(bias, "bias"), b.matmul(xt, b.constant(w, "w"))));
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    Tensor want(DType::F32, Shape({s, rowsPerBatch, n}));
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t r = 0; r < rowsPerBatch; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = bias.getDouble(j);
+          for (int64_t p = 0; p < d; ++p) sum += x.getDouble((r * s + i) * d + p) * w.getDouble(p * n + j);
+          want.setDouble((i * rowsPerBatch + r) * n + j, sum);
+        }
+    CompileOptions options;
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    const std::string& kir = (*model)->report().kernelIr;
+    const std::string folded = "contraction batch=1 m=" + std::to_string(s) + " ";
+    const std::string batched = "contraction batch=" + std::to_string(s) + " m=" + std::to_string(rowsPerBatch) + " ";
+    EXPECT_NE(kir.find(rowsPerBatch == 1 ? folded : batched), std::string::npos) << kir;
+    EXPECT_EQ((*model)->report().numKernels, 1) << kir;
+    Expected<std::vector<Tensor>> got = (*model)->run({x});
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    const double tol = 1e-6 * static_cast<double>(d) + 1e-6;
+    expectNear(got->front(), want, tol, tol, "s = " + std::to_string(s));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Contraction, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<ContractionCase>& info) { return info.param.name; });
 
