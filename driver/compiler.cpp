@@ -132,6 +132,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     }
     target.scheduleSteps(program.lowered);
   }
+  program.lowered.plan.cpuFeatures = target.requiredCpuFeatures(program.lowered.kernels);
   program.report.irAfter = passes::printFusedGraph(graph, program.lowered.groups);
   program.report.dot = passes::fusedGraphToDot(graph, program.lowered.groups);
   for (const kir::Kernel& k : program.lowered.kernels) program.report.kernelIr += k.str();

@@ -39,7 +39,8 @@ void bindGroupInputs(const KernelGroup& group, kir::KernelBuilder& kb, LoweredKe
     kir::KernelBuilder* kbp = &kb;
     auto layout = layouts.find(v);
     if (layout != layouts.end()) {
-      const int slot = kb.addParam(v->name(), v->dtype(), layout->second.numel, /*isOutput=*/false);
+      const int slot =
+          kb.addParam(v->name(), layout->second.dtype.value_or(v->dtype()), layout->second.numel, /*isOutput=*/false);
       lowered.params.push_back(v);
       auto flatIndex = layout->second.flatIndex;
       gens[v] = [kbp, slot, flatIndex](const std::vector<kir::ExprId>& idx) {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -56,6 +57,7 @@ struct LoweredKernel {
 struct InputLayout {
   int64_t numel = 0;
   std::function<kir::ExprId(kir::KernelBuilder&, const std::vector<kir::ExprId>& index)> flatIndex;
+  std::optional<DType> dtype = std::nullopt;  // the param's element type where the layout rounds it (bf16 weights)
 };
 Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName,
                                                 const std::map<const Value*, InputLayout>& layouts = {});

@@ -618,13 +618,16 @@ int64_t Contraction::workPerTask() const {
   return std::max<int64_t>(1, work);
 }
 
+int64_t Contraction::kPadded() const { return (k + kBf16TileK - 1) / kBf16TileK * kBf16TileK; }
+int64_t Contraction::kcPadded() const { return (std::min(kc, k) + kBf16TileK - 1) / kBf16TileK * kBf16TileK; }
+
 double Contraction::flops() const {
   return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
 }
 
 std::string Contraction::summary() const {
   return std::to_string(batch) + "x" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-         " tile " + std::to_string(mr) + "x" + std::to_string(nr);
+         " tile " + std::to_string(mr) + "x" + std::to_string(nr) + (operands == DType::BF16 ? " bf16" : "");
 }
 
 double Attention::flops() const {
@@ -651,7 +654,8 @@ std::string Contraction::str() const {
     os << " offset=" << bOffset << " strides=(" << bBatchStride << ", " << bRowStride << ", " << bColStride << ")";
   os << " tile=" << mr << "x" << nr << " (" << lanes << " lanes) blocks mc=" << mc << " nc=" << nc << " kc=" << kc
      << " tasks=" << numTasks() << (partialsInOutput ? " partials-in-output" : "") << (aPacked ? " A-packed" : "")
-     << (rowTilesOuter ? " row-tiles-outer" : "") << (columnBlocksOuter ? " column-blocks-outer" : "");
+     << (rowTilesOuter ? " row-tiles-outer" : "") << (columnBlocksOuter ? " column-blocks-outer" : "")
+     << (operands == DType::BF16 ? " operands=bf16" : "");
   if (imageWidth) os << " image-rows=" << imageWidth;
   return os.str();
 }

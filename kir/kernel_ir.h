@@ -128,6 +128,11 @@ struct Contraction {
   int bSlot = -1;
   BLayout bLayout = BLayout::Direct;
   int64_t bOffset = 0, bBatchStride = 0, bRowStride = 0, bColStride = 0;  // Packed: bBatchStride 0 or not
+  // The operands' precision. BF16: A is rounded to bfloat16 as it is packed and B was at compile time
+  // (BLayout::Packed, in the pairs layout of packPairs: [bBatch][n panels][kPadded / 2][nr][2]); the
+  // products accumulate in f32 on the CPU's matrix tiles (AMX), 32 x 32 a register tile, in one K
+  // block of kc (a multiple of kBf16TileK, or all of K).
+  DType operands = DType::F32;
   // Register tile and cache blocks (multiples of mr / nr), chosen by the target.
   int lanes = 8;  // f32 lanes of one vector register; nr is a multiple of it
   int64_t mr = 6, nr = 16, kc = 256, mc = 96, nc = 256;
@@ -157,6 +162,10 @@ struct Contraction {
   // stem), and each task (mc rows) is whole image rows; 0 when not so.
   int64_t imageWidth = 0;
   int64_t mTiles() const { return (m + mr - 1) / mr; }
+  // K rounded up to the bf16 tile step (kBf16TileK): the reduction length a BF16 contraction's packed
+  // operands hold, zero past k.
+  int64_t kPadded() const;
+  int64_t kcPadded() const;  // a K block's padded length: the row length of A's bf16 packed rows
 
   int64_t mBlocks() const { return (m + mc - 1) / mc; }
   int64_t nBlocks() const { return (n + nc - 1) / nc; }
@@ -218,6 +227,10 @@ Overloaded(Fs...) -> Overloaded<Fs...>;
 
 // What a CPU target tells lowering about itself to shape its contractions: the register tile comes
 // from the vector width and register count, the cache blocks from the cache sizes.
+// The reduction step of one bf16 tile product (AMX's TDPBF16PS: 16 rows x 32 bf16 of A against 16
+// pairs of rows x 16 columns of B), which a BF16 contraction's K is padded to.
+inline constexpr int64_t kBf16TileK = 32;
+
 struct TileTarget {
   int lanes = 8;                                                       // f32 lanes per vector register
   int vectorRegisters = 16;                                            // architectural vector registers
@@ -226,6 +239,9 @@ struct TileTarget {
   // FMA units). False where half-width FMAs are as fast per FLOP (Zen 4's double-pumped AVX-512, one
   // 512-bit unit, AVX2): there a narrow GEMM takes half-width vectors rather than pad full ones.
   bool fullRateWideFma = false;
+  // Contractions with constant weights run with bf16 operands on AMX tiles (Contraction::operands):
+  // asked for (CompileOptions::precision) and the CPU has AMX-BF16.
+  bool bf16Contractions = false;
 };
 
 struct Kernel {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <new>
 
+#include "runtime/cpu_features.h"
 #include "runtime/model_handle.h"
 
 namespace {
@@ -73,6 +74,8 @@ nnc_model* createModelHandle(Plan plan, const uint8_t* weights, std::shared_ptr<
                       "nnc_options.device_buffers is " + std::to_string(opts->device_buffers) +
                           ": device buffers exist for cuda models only (this model was compiled for the cpu)");
   }
+  std::string unsupported;
+  if (!ensureCpuFeatures(plan.cpuFeatures, &unsupported)) return failWith(NNC_ERROR_INVALID_ARGUMENT, unsupported);
   std::unique_ptr<nnc_model> m(new (std::nothrow) nnc_model());
   if (!m) return failWith(NNC_ERROR_OUT_OF_MEMORY, "out of memory creating the model");
   m->keepAlive = std::move(keepAlive);

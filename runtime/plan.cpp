@@ -22,6 +22,8 @@
 // Version 6 appends, after the granules:
 //   u32 numPipelines (u32 firstStep, i64 bandRows, u32 numStages, (i64 rows, i64 unitRows, i64 units,
 //   i64 stride, i64 padBegin, i64 extent, i32 inSlot, i32 outSlot, i64 rowBytes, i64 windowRows)*)*
+// Version 7 appends, after the pipelines:
+//   u32 numCpuFeatures str cpuFeature*
 // Older versions (without those tails) are still read: version 1 as target cpu with thread-per-point
 // steps, versions 1 and 2 without check steps, versions 1 to 4 with granules of 1. The writer always writes the newest
 // version, so the encoding is canonical for it: an accepted byte string of the newest version re-serializes to itself
@@ -38,7 +40,7 @@ namespace nnc::rt {
 namespace {
 
 constexpr char kMagic[4] = {'N', 'N', 'C', 'P'};
-constexpr uint32_t kVersion = 6;
+constexpr uint32_t kVersion = 7;
 constexpr uint32_t kOldestVersion = 1;
 
 // Caps that no real model reaches; they bound allocations made while decoding untrusted bytes.
@@ -52,6 +54,7 @@ constexpr uint32_t kMaxRank = 8;  // NNC_MAX_RANK
 constexpr uint64_t kMaxBytes = uint64_t(1) << 48;
 // A row pipeline: at most this many stages, and windows of at most this many bytes per thread.
 constexpr uint32_t kMaxPipelineStages = 8;
+constexpr uint32_t kMaxCpuFeatures = 64;
 constexpr uint64_t kMaxWindowBytes = uint64_t(1) << 30;
 
 class Writer {
@@ -504,6 +507,8 @@ std::vector<uint8_t> serializePlan(const Plan& plan) {
       w.i64(st.windowRows);
     }
   }
+  w.u32(static_cast<uint32_t>(plan.cpuFeatures.size()));
+  for (const std::string& f : plan.cpuFeatures) w.str(f);
   return w.take();
 }
 
@@ -577,6 +582,10 @@ bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* 
       }
     }
   }
+  if (version >= 7) {
+    p.cpuFeatures.resize(r.count("CPU feature count", kMaxCpuFeatures, 4));
+    for (std::string& f : p.cpuFeatures) f = r.str("CPU feature");
+  }
   if (!r.ok()) return fail(error, r.error());
   if (r.left() != 0) return fail(error, std::to_string(r.left()) + " trailing bytes after the plan");
   std::string message;
@@ -608,6 +617,11 @@ std::string printPlan(const Plan& plan, const std::string& targetName) {
   static const char* const kBufferKinds[] = {"arena", "weight", "input", "output"};
   std::string out = "plan target=" + targetName + " arena=" + std::to_string(plan.arenaSize) +
                     " weights=" + std::to_string(plan.weightsSize) + "\n";
+  if (!plan.cpuFeatures.empty()) {
+    out += "needs";
+    for (const std::string& f : plan.cpuFeatures) out += " " + f;
+    out += "\n";
+  }
   auto tensors = [&](const char* what, const std::vector<TensorDesc>& ds) {
     for (size_t i = 0; i < ds.size(); ++i)
       out += std::string(what) + " " + std::to_string(i) + " '" + ds[i].name + "': " + elementTypeName(ds[i].dtype) +

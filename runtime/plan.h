@@ -113,9 +113,12 @@ struct Plan {
   uint64_t weightsSize = 0;
   Target target = Target::Cpu;      // version 2
   std::vector<Pipeline> pipelines;  // version 6; ordered by firstStep, not overlapping
+  // CPU features the kernels need beyond the baseline the plan's target implies (LLVM names:
+  // "amx-bf16"), checked by the runtime when a model is created (runtime/cpu_features.h); version 7.
+  std::vector<std::string> cpuFeatures;
 };
 
-// A stable little-endian binary encoding (versioned: writes version 6, reads 1 to 6); deserialize
+// A stable little-endian binary encoding (versioned: writes version 7, reads 1 to 7); deserialize
 // checks every length and index.
 std::vector<uint8_t> serializePlan(const Plan& plan);
 bool deserializePlan(const uint8_t* data, size_t size, Plan* plan, std::string* error);

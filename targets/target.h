@@ -108,6 +108,9 @@ class Target {
   // After those rewrites: how the plan runs its steps beyond one after the other (cpu: row
   // pipelines, targets/cpu/row_pipelines.h); nothing by default.
   virtual void scheduleSteps(LoweredProgram& /*program*/) const {}
+  // CPU features the kernels need beyond what the target implies (rt::Plan::cpuFeatures); none by
+  // default.
+  virtual std::vector<std::string> requiredCpuFeatures(const std::vector<kir::Kernel>& /*kernels*/) const { return {}; }
 
   // --- Code generation and products (driver/compiler.cpp)
   // Compiles program.lowered's kernels into program.code, filling the report's target parts.

@@ -16,6 +16,13 @@
 
 namespace nnc {
 
+// What contractions compute in (--precision). F32: exactly as ONNX specifies. BF16 (cpu, on CPUs with
+// AMX-BF16): GEMMs against constant weights round both operands to bfloat16 (the weights at compile
+// time, the activations as they are packed) and accumulate in f32 on the matrix tiles; everything
+// else (normalisations, softmax, reductions, epilogues, model inputs and outputs) stays f32.
+enum class Precision { F32, BF16 };
+inline const char* precisionName(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
+
 struct CompileOptions {
   int optLevel = 2;               // 0: eager (one kernel per op), 1-3: fused
   std::string target;             // cpu | cuda (targets/target.h); empty: the default, cpu
@@ -23,6 +30,7 @@ struct CompileOptions {
   // cuda: f32 GEMMs may round their inputs to TF32 on the tensor cores (faster, about 1e-3 relative
   // error). Off by default: fp32 is exact fp32, as ONNX specifies.
   bool allowTf32 = false;
+  Precision precision = Precision::F32;
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;

@@ -266,15 +266,17 @@ def load(path, threads=0, cuda_graphs=None):
 
 
 def compile(model, target="cpu", opt=2, shapes=None, bind=None, output=None, threads=0,
-            allow_unsupported_opset=False, extra_args=()):
+            allow_unsupported_opset=False, precision="f32", extra_args=()):
     """Compiles the ONNX file `model` with the nnc executable and loads the result.
 
     target: "cpu" or "cuda"; opt: 0 (eager) to 3; shapes: {input: shape} for symbolic dims;
     bind: {input: path of a TensorProto .pb} made compile-time constants; output: where to keep the
-    model.so (default: a temporary file, deleted once loaded). Raises CompileError with nnc's
-    diagnostic when the model is refused.
+    model.so (default: a temporary file, deleted once loaded); precision: "f32" (exact) or "bf16"
+    (GEMMs against constant weights on AMX tiles with bf16 operands, f32 accumulation; CPUs with
+    AMX-BF16). Raises CompileError with nnc's diagnostic when the model is refused.
     """
-    args = [executable(), os.fspath(model), "-O%d" % int(opt), "--target=%s" % target]
+    args = [executable(), os.fspath(model), "-O%d" % int(opt), "--target=%s" % target,
+            "--precision=%s" % precision]
     for name, shape in (shapes or {}).items():
         args += ["--shape", "%s=%s" % (name, "x".join(str(int(d)) for d in shape))]
     for name, path in (bind or {}).items():

@@ -169,6 +169,47 @@ def test_compile_errors_are_the_compilers_diagnostics(tmp_path):
         nnc.load(str(tmp_path / "missing.so"))
 
 
+def amx_bf16_host():
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    return " amx_bf16" in flags and " amx_tile" in flags
+
+
+def round_to_bf16(a):
+    """float32 -> the nearest bfloat16 (ties to even), as float64."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_bf16_precision_rounds_the_gemm_operands_only(tmp_path):
+    """precision="bf16": x @ w with both rounded to bf16, summed in f32 (float64 oracle of the rounded
+    operands), the bias and ReLU in f32; refused, naming what is missing, on a CPU without AMX."""
+    rng = np.random.default_rng(1)
+    m_, k, n = 40, 300, 70
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m_, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m_, n])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "g.onnx")
+    if not amx_bf16_host():
+        with pytest.raises(nnc.CompileError, match="needs a CPU with AMX-BF16"):
+            nnc.compile(path, precision="bf16")
+        return
+    model = nnc.compile(path, precision="bf16")
+    x = rng.standard_normal((m_, k)).astype(np.float32)
+    (y,) = model.run({"x": x})
+    want = np.maximum(round_to_bf16(x) @ round_to_bf16(w) + b, 0)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+    exact = np.maximum(x.astype(np.float64) @ w + b, 0)
+    assert np.abs(y - exact).max() > 1e-3  # the operands really were rounded
+    with pytest.raises(nnc.CompileError, match="unknown precision"):
+        nnc.compile(path, precision="f8")
+
+
 def test_symbolic_shapes_are_fixed_by_shapes(tmp_path):
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],

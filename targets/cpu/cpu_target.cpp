@@ -3,6 +3,7 @@
 // patches into how they read their operands and run any elementwise epilogue on their tiles.
 #include "ir/op_registry.h"
 #include "ir/ops/window.h"
+#include "runtime/cpu_features.h"
 #include "runtime/model_handle.h"
 #include "targets/cpu/codegen/cpu_backend.h"
 #include "targets/cpu/cpu_passes.h"
@@ -60,10 +61,31 @@ class CpuTarget final : public Target {
     // eager vs fused a measure of fusion alone.
     llvm_.optLevel = 2;
     llvm_.gemmVectorBits = options.vectorBits;
+    llvm_.bf16Contractions = options.precision == Precision::BF16;
     tile_ = codegen::hostTileTarget(llvm_);
   }
 
   std::string name() const override { return "cpu"; }
+
+  // bf16 contractions run on AMX tiles only (AVX512-BF16 kernels for CPUs without AMX are not written
+  // yet): refused, naming what is missing, for a CPU without them or an OS that withholds the tiles.
+  Status checkAvailable() const override {
+    if (options_.precision != Precision::BF16) return Status::ok();
+    if (!tile_.bf16Contractions)
+      return Status::error(
+          "--precision=bf16 needs a CPU with AMX-BF16 (amx-tile and amx-bf16, 512-bit vectors): this host's CPU "
+          "lacks them (bf16 on AVX512-BF16 alone is not implemented yet; use --precision=f32)");
+    std::string why;
+    if (!rt::enableAmxTiles(&why)) return Status::error("--precision=bf16: " + why);
+    return Status::ok();
+  }
+
+  // What a plan with bf16 contractions needs of the CPU that runs it (checked by nnc_model_create).
+  std::vector<std::string> requiredCpuFeatures(const std::vector<kir::Kernel>& kernels) const override {
+    for (const kir::Kernel& k : kernels)
+      if (const auto* c = k.as<kir::Contraction>(); c && c->operands == DType::BF16) return {"amx-tile", "amx-bf16"};
+    return {};
+  }
 
   std::vector<passes::TargetPass> passes() const override {
     return {passes::kChannelsLast, passes::kConvToGemm, passes::kExplicitPadding, passes::kBatchRows};
@@ -108,10 +130,17 @@ class CpuTarget final : public Target {
       return Target::lower(declined, kernelName);
     }
     lowered.kernels.push_back(std::move(gemm->lowered));
-    for (const PackedOperand& p : gemm->packed)
+    for (const PackedOperand& p : gemm->packed) {
+      if (p.bf16Pairs) {
+        lowered.packed.push_back({p.value,
+                                  "bf16 pairs width " + std::to_string(p.width) + " k " + std::to_string(p.bf16Pairs),
+                                  [p] { return packPairs(p.value->constant(), p.width, p.bf16Pairs); }});
+        continue;
+      }
       lowered.packed.push_back({p.value,
                                 "tiles axis " + std::to_string(p.tiledAxis) + " width " + std::to_string(p.width),
                                 [p] { return packTiles(p.value->constant(), p.tiledAxis, p.width); }});
+    }
     return lowered;
   }
 

@@ -29,6 +29,13 @@ constexpr int64_t kMaxPackedA = 128 << 10, kMaxPackedAWithPackedB = kMaxTranspos
 // 4096 (a 14-row run-time packed tile of 224 KiB, a quarter of L2; longer K keeps its K blocks).
 constexpr int64_t kMinTransposedWeightsK = 128, kMaxTransposedWeightsK = 4096;
 constexpr int64_t kMaxTileRows = 14;  // mr: beyond it the accumulators outgrow 32 registers
+// A bf16 contraction's register tile: 2 x 2 AMX tiles of 16 x 16 f32 accumulators (4 of the 8 tile
+// registers; the other 4 hold two A and two B tiles), 16-lane vectors for its epilogue.
+constexpr int64_t kBf16TileRows = 32, kBf16TileColumns = 32;
+constexpr int kBf16Lanes = 16;
+// Fewer rows leave most of a 32-row tile's products padding (a matrix-vector product is bound by
+// streaming its weights, not by FMAs): those stay f32.
+constexpr int64_t kMinBf16Rows = 16;
 static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
               "the tallest tile of the longest in-place patches fits the stack bound");
 
@@ -172,6 +179,35 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
   chooseColumnBlocksOuter(t, c);
 }
 
+// bf16 blocks (chooseBf16Blocks). A 2 x 2 tile product step loads 4 KiB (two A and two B tiles) per
+// 64 cycles of products, and a tile register is reloaded only once the products reading it are done:
+// measured (bench/NOTES.md), the products run at 99% of their peak with both operands in L1, ~80%
+// with A in L1 and B from L2, 50-70% with both from L2, 14% from L3. So K blocks of kBf16KBlock keep
+// a row tile of A (32 rows, 16 KiB) in L1 while it sweeps the block's B panels from L2 (a kc x nc
+// block of 128 KiB), the partial sums in a dense block of their own (codegen's partials). (Longer K
+// blocks, and one K block, measured slower on 1024^3 and 128 x 768 x 3072.)
+constexpr int64_t kBf16KBlock = 256, kBf16ColumnBlock = 256, kBf16RowBlock = 128;
+void chooseBf16Blocks(kir::Contraction& c) {
+  c.kc = c.partialsInOutput && c.k > kBf16KBlock + kBf16KBlock / 4 ? kBf16KBlock : c.k;
+  c.partialsInOutput = c.kc < c.k;
+  c.nc = std::min(roundUp(c.n, c.nr), kBf16ColumnBlock);
+  c.mc = std::min(roundUp(c.m, c.mr), kBf16RowBlock);
+  // Tasks enough for a large machine's threads, each at least 4 MFLOP (a few microseconds of AMX).
+  constexpr int64_t kMinTasks = 16;
+  constexpr double kMinTaskFlops = 4e6;
+  auto worthSplitting = [&] { return c.flops() / static_cast<double>(2 * c.numTasks()) >= kMinTaskFlops; };
+  while (c.numTasks() < kMinTasks && worthSplitting()) {
+    if (c.nc >= 2 * c.nr && c.nc >= c.mc) {
+      c.nc = roundUp(c.nc / 2, c.nr);
+    } else if (c.mc >= 2 * c.mr) {
+      c.mc = roundUp(c.mc / 2, c.mr);
+    } else {
+      break;
+    }
+  }
+  c.rowTilesOuter = true;
+}
+
 // W when the MatMul's rows are the pixels of one [1, H, W, C] image: its result is such an image
 // (the channels-last pass's 1 x 1 conv and stem reshape the product back), or its A is one read as
 // [H * W, C] in the group; else 0.
@@ -272,6 +308,28 @@ std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, cons
   return s;
 }
 
+// The InputLayout reading a value stored as packPairs(value, width, kPadded) holds it (bf16):
+// element [batch..., p, j] at ((batch * panels + j / width) * kPadded / 2 + p / 2) * 2 width +
+// (j % width) * 2 + p % 2.
+InputLayout pairsLayout(const Shape& shape, int64_t width, int64_t kPadded, int64_t batches) {
+  const int64_t cols = shape[shape.rank() - 1];
+  const int64_t panels = (cols + width - 1) / width;
+  const Shape batchShape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2));
+  InputLayout layout{
+      batches * panels * kPadded * width, [=](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
+        const size_t rank = idx.size();
+        const kir::ExprId flatBatch = kb.flatIndex(std::vector<kir::ExprId>(idx.begin(), idx.end() - 2), batchShape);
+        const kir::ExprId p = idx[rank - 2], j = idx[rank - 1];
+        const kir::ExprId w = kb.i64(width), two = kb.i64(2);
+        const kir::ExprId panel = kb.add(kb.mul(flatBatch, kb.i64(panels)), kb.div(j, w));
+        const kir::ExprId pair = kb.add(kb.mul(panel, kb.i64(kPadded / 2)), kb.div(p, two));
+        const kir::ExprId column = kb.add(kb.mul(pair, w), kb.binary(kir::ExprOp::Rem, j, w));
+        return kb.add(kb.mul(column, two), kb.binary(kir::ExprOp::Rem, p, two));
+      }};
+  layout.dtype = DType::BF16;
+  return layout;
+}
+
 // The InputLayout reading a value stored as packTiles(value, tiledAxis, width) holds it:
 // element [batch..., r, c] at ((batch * blocks + t / width) * k + u) * width + t % width, with t the
 // index along the tiled axis and u the other (the reduction).
@@ -354,7 +412,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool inPlacePatches = std::any_of(group.nodes.begin(), group.nodes.end(), [](const Node* n) {
     return n->op() == OpKind::Im2Col && n->attrs().getInt("patch_rows") == 0;
   });
-  const bool transposed = inPlacePatches || fewColumns || weightsTimesActivations;
+  // A bf16 GEMM against constant weights stays as it is: its 32 x 32 tiles pad few columns, but run
+  // several times faster than f32 FMAs however they are arranged.
+  const bool bf16AsIs = target.bf16Contractions && b->isConstant() && !a->isConstant() && gemm->m >= kMinBf16Rows;
+  const bool transposed = inPlacePatches || (!bf16AsIs && (fewColumns || weightsTimesActivations));
   kir::Contraction c;
   c.transposed = transposed;
   c.batch = gemm->batch;
@@ -374,20 +435,30 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool packB = readDirectly(rhs);
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
+  const bool bf16 = target.bf16Contractions && !transposed && packB && !c.aPacked && c.m >= kMinBf16Rows;
+  if (bf16) c.operands = DType::BF16;
   chooseTile(target, c);
+  if (bf16) {
+    c.lanes = kBf16Lanes;
+    c.mr = kBf16TileRows;
+    c.nr = kBf16TileColumns;
+  }
   // A conv's patches are read in place by whole row tiles whose pixels advance by one step and
   // change output rows at most once (codegen's packSeparableA); any other tile is packed per task.
   // Output rows narrower than the tile would make most tiles cross two rows or more: tiles of two
   // rows (one row where two do not fit) are read in place instead. ResNet-18 at 64 x 64: the 4 x 4
   // layers' 14-pixel tiles were all packed, 8-pixel ones are not (bench/NOTES.md).
-  if (inPlacePatches) {
+  if (inPlacePatches && !bf16) {
     const Shape& image = out->shape();  // [N, C, spatial...]: m is the product of the spatial dims
     int64_t pixels = 1;
     for (int d = 2; d < image.rank(); ++d) pixels *= image[d];
     const int64_t width = image.rank() >= 3 && pixels == c.m ? image[image.rank() - 1] : 0;
     if (width > 0 && width < c.mr) c.mr = 2 * width <= c.mr ? 2 * width : width;
   }
-  chooseBlocks(target, c);
+  if (bf16)
+    chooseBf16Blocks(c);
+  else
+    chooseBlocks(target, c);
   // A 1 x 1 conv on channels-last data ([1, H, W, C] read as [H * W, C]) in one column block takes
   // tasks of whole image rows, one row each: a row pipeline (targets/cpu/row_pipelines.h) then computes
   // exactly the rows the next step needs.
@@ -399,12 +470,14 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   }
   // A row tile sweeping the panels writes its output rows front to back; its panels then come from
   // L2, so B's block must fit there (a transposed tile's rows are output columns: not for it).
-  c.rowTilesOuter = !transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2;
+  c.rowTilesOuter = bf16 || (!transposed && std::min(c.kc, c.k) * c.nc * 4 <= target.l2Bytes / 2);
   // Without K blocks, one run-time packed row tile holds all of K: bound it (the kernel's stack,
   // with a run-time B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked:
   // up to 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels); so for packed weights.
   const bool bOnStack = !transposed && c.bLayout != kir::Contraction::BLayout::Packed;
-  if (!c.aPacked && c.mc * c.kc * 4 > (bOnStack ? 256 << 10 : kMaxTransposedPackedA)) return Result();
+  if (bf16) c.mc = std::clamp(kMaxTransposedPackedA / (c.kPadded() * 2) / c.mr * c.mr, c.mr, c.mc);
+  const int64_t packedABytes = bf16 ? c.mc * c.kPadded() * 2 : c.mc * c.kc * 4;
+  if (!c.aPacked && packedABytes > (bOnStack ? 256 << 10 : kMaxTransposedPackedA)) return Result();
 
   // Stored transposed, lhs's rows are its last axis (b is [.., K, N]) and rhs's columns its first.
   const int lhsTiled = transposed ? kTiledColumns : kTiledRows, rhsTiled = transposed ? kTiledRows : kTiledColumns;
@@ -414,7 +487,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
     layouts[lhs] = tiledLayout(lhs->shape(), lhsTiled, c.mr, lhsStride == 0 ? 1 : c.batch);
     result.packed.push_back({lhs, lhsTiled, c.mr});
   }
-  if (packB) {
+  if (packB && bf16) {
+    layouts[rhs] = pairsLayout(rhs->shape(), c.nr, c.kPadded(), rhsStride == 0 ? 1 : c.batch);
+    result.packed.push_back({rhs, rhsTiled, c.nr, c.kPadded()});
+  } else if (packB) {
     layouts[rhs] = tiledLayout(rhs->shape(), rhsTiled, c.nr, rhsStride == 0 ? 1 : c.batch);
     result.packed.push_back({rhs, rhsTiled, c.nr});
   }
@@ -441,7 +517,9 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   kir::ExprId rowVar = kernel.outer.vars[rank - 2], colVar = kernel.outer.vars[rank - 1];
   if (transposed) std::swap(rowVar, colVar);
   const kir::ExprId p = kernel.reductions[0].loop.vars[0];
-  if (kernel.params[loadL.slot].dtype != DType::F32 || kernel.params[loadR.slot].dtype != DType::F32) return Result();
+  if (kernel.params[loadL.slot].dtype != DType::F32 ||
+      kernel.params[loadR.slot].dtype != (bf16 ? DType::BF16 : DType::F32))
+    return Result();
   c.aSlot = loadL.slot;
   if (c.aPacked) {
     c.aBatchStride = lhsStride;
@@ -471,6 +549,22 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   }
   kernel.kind = c;
   return Result(std::move(result));
+}
+
+Tensor packPairs(const Tensor& matrix, int64_t width, int64_t kPadded) {
+  const Shape& s = matrix.shape();
+  const int64_t k = s[s.rank() - 2], n = s[s.rank() - 1];
+  const int64_t batches = k * n == 0 ? 0 : matrix.numel() / (k * n);
+  const int64_t panels = (n + width - 1) / width;
+  Tensor packed(DType::BF16, Shape({batches * panels * kPadded * width}));  // zero-filled
+  const float* src = matrix.dataAs<float>();
+  uint16_t* dst = packed.mutableDataAs<uint16_t>();
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j)
+        dst[(((bi * panels + j / width) * (kPadded / 2) + p / 2) * width + j % width) * 2 + p % 2] =
+            f32ToBF16(src[(bi * k + p) * n + j]);
+  return packed;
 }
 
 Tensor packTiles(const Tensor& matrix, int tiledAxis, int64_t width) {

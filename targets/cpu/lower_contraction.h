@@ -19,6 +19,7 @@ struct PackedOperand {
   const Value* value;
   int tiledAxis;  // kTiledRows or kTiledColumns
   int64_t width;
+  int64_t bf16Pairs = 0;  // nonzero: packPairs(value, width, bf16Pairs) (a bf16 contraction's B), K padded to it
 };
 
 struct LoweredContraction {
@@ -45,5 +46,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
 // [batch][ceil(m / mr)][k][mr] (kTiledRows, width mr).
 inline constexpr int kTiledRows = 0, kTiledColumns = 1;
 Tensor packTiles(const Tensor& matrix, int tiledAxis, int64_t width);
+
+// A bf16 contraction's B ([batch..., k, n], f32) rounded to bf16 (nearest even) in the pairs layout
+// AMX's tile loads read: column panels of `width`, each [kPadded / 2][width][2] — rows p and p + 1 of
+// a column side by side — zero past k (up to kPadded, a multiple of 2) and past n.
+Tensor packPairs(const Tensor& matrix, int64_t width, int64_t kPadded);
 
 }  // namespace nnc

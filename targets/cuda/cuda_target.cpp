@@ -65,6 +65,9 @@ class CudaTarget final : public Target {
   std::string name() const override { return "cuda"; }
 
   Status checkAvailable() const override {
+    if (options_.precision != Precision::F32)
+      return Status::error(std::string("--precision=") + precisionName(options_.precision) +
+                           " is not implemented for target cuda yet (use --precision=f32)");
 #if NNC_HAVE_CUDA
     if (!isRealGpuArch(options_.gpuArch))
       return Status::error("GPU architecture '" + options_.gpuArch +

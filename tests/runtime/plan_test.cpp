@@ -42,8 +42,9 @@ void expectSamePlan(const Plan& a, const Plan& b) {
     EXPECT_EQ(a.steps[i].chunkGranule, b.steps[i].chunkGranule);
   }
   EXPECT_EQ(a.target, b.target);
-  EXPECT_EQ(serializePlan(Plan{{}, {}, {}, {}, 0, 0, Target::Cpu, a.pipelines}),
-            serializePlan(Plan{{}, {}, {}, {}, 0, 0, Target::Cpu, b.pipelines}));
+  EXPECT_EQ(a.cpuFeatures, b.cpuFeatures);
+  EXPECT_EQ(serializePlan(Plan{{}, {}, {}, {}, 0, 0, Target::Cpu, a.pipelines, {}}),
+            serializePlan(Plan{{}, {}, {}, {}, 0, 0, Target::Cpu, b.pipelines, {}}));
   EXPECT_EQ(a.arenaSize, b.arenaSize);
   EXPECT_EQ(a.weightsSize, b.weightsSize);
 }
@@ -71,6 +72,7 @@ Plan richPlan() {
   p.buffers.push_back({BufferKind::Output, 1, 8});
   p.buffers.push_back({BufferKind::Arena, 0, 8});
   p.steps.push_back(topKStep());
+  p.cpuFeatures = {"amx-tile", "amx-bf16"};
   return p;
 }
 
@@ -101,31 +103,42 @@ TEST(Plan, ByteFormatIsLittleEndianAndVersioned) {
   s.origin = "o";
   s.chunkGranule = 3;
   p.steps.push_back(s);
+  p.cpuFeatures = {"avx"};
   // Written out by hand from the format description in runtime/plan.cpp.
   std::vector<uint8_t> expected = {
-      'N',  'N',  'C', 'P', 6,   0,   0, 0,                             // magic, version 6
-      0x02, 0x01, 0,   0,   0,   0,   0, 0,                             // arena size
-      16,   0,    0,   0,   0,   0,   0, 0,                             // weights size
-      0,    0,    0,   0,   0,   0,   0, 0,                             // no inputs, no outputs
-      1,    0,    0,   0,                                               // one buffer
-      1,    8,    0,   0,   0,   0,   0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,  // Weight, offset 8, size 8
-      1,    0,    0,   0,                                               // one step
-      0,    1,    0,   0,   0,   'k',                                   // Kernel, name "k"
-      1,    0,    0,   0,   0,   0,   0, 0,                             // args {0}
-      3,    0,    0,   0,   0,   0,   0, 0, 5, 0, 0, 0, 0, 0, 0, 0,     // outer size 3, work per point 5
-      0,    0,    0,   0,                                               // no params
-      1,    0,    0,   0,   'o',                                        // origin "o"
-      0,                                                                // version 2: target cpu
-      0,                                                                // version 2: step 0 thread per point
-      0,    0,    0,   0,                                               // version 3: step 0 checks nothing
-      3,    0,    0,   0,   0,   0,   0, 0,                             // version 5: step 0 chunk granule 3
-      0,    0,    0,   0,                                               // version 6: no pipelines
+      'N',  'N',  'C', 'P', 7,   0,   0, 0,                                   // magic, version 7
+      0x02, 0x01, 0,   0,   0,   0,   0, 0,                                   // arena size
+      16,   0,    0,   0,   0,   0,   0, 0,                                   // weights size
+      0,    0,    0,   0,   0,   0,   0, 0,                                   // no inputs, no outputs
+      1,    0,    0,   0,                                                     // one buffer
+      1,    8,    0,   0,   0,   0,   0, 0, 0,   8,   0,   0, 0, 0, 0, 0, 0,  // Weight, offset 8, size 8
+      1,    0,    0,   0,                                                     // one step
+      0,    1,    0,   0,   0,   'k',                                         // Kernel, name "k"
+      1,    0,    0,   0,   0,   0,   0, 0,                                   // args {0}
+      3,    0,    0,   0,   0,   0,   0, 0, 5,   0,   0,   0, 0, 0, 0, 0,     // outer size 3, work per point 5
+      0,    0,    0,   0,                                                     // no params
+      1,    0,    0,   0,   'o',                                              // origin "o"
+      0,                                                                      // version 2: target cpu
+      0,                                                                      // version 2: step 0 thread per point
+      0,    0,    0,   0,                                                     // version 3: step 0 checks nothing
+      3,    0,    0,   0,   0,   0,   0, 0,                                   // version 5: step 0 chunk granule 3
+      0,    0,    0,   0,                                                     // version 6: no pipelines
+      1,    0,    0,   0,   3,   0,   0, 0, 'a', 'v', 'x',                    // version 7: needs "avx"
   };
   EXPECT_EQ(serializePlan(p), expected);
   Plan back;
   std::string error;
   ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &back, &error)) << error;
   expectSamePlan(p, back);
+  EXPECT_EQ(back.cpuFeatures, p.cpuFeatures);
+  // Version 6 (no CPU feature tail: none needed) still reads.
+  expected[4] = 6;
+  expected.resize(expected.size() - 11);
+  p.cpuFeatures.clear();
+  Plan v6;
+  ASSERT_TRUE(deserializePlan(expected.data(), expected.size(), &v6, &error)) << error;
+  expectSamePlan(p, v6);
+  EXPECT_TRUE(v6.cpuFeatures.empty());
   // Version 5 (no pipeline tail) still reads.
   expected[4] = 5;
   expected.resize(expected.size() - 4);
@@ -176,14 +189,14 @@ TEST(Plan, RejectsBadHeader) {
   bad[0] = 'X';
   EXPECT_EQ(deserializeError(bad), "not an nnc plan (bad magic)");
   bad = bytes;
-  bad[4] = 7;
-  EXPECT_EQ(deserializeError(bad), "unsupported plan version 7 (this runtime reads versions 1 to 6)");
+  bad[4] = 8;
+  EXPECT_EQ(deserializeError(bad), "unsupported plan version 8 (this runtime reads versions 1 to 7)");
   EXPECT_EQ(deserializeError({'N', 'N'}), "not an nnc plan (bad magic)");
   bad = bytes;
   bad.push_back(0);
   EXPECT_EQ(deserializeError(bad), "1 trailing bytes after the plan");
   bad.assign(bytes.begin(), bytes.end() - 1);
-  EXPECT_EQ(deserializeError(bad), "truncated plan: pipeline count runs past the end");
+  EXPECT_EQ(deserializeError(bad), "truncated plan: CPU feature runs past the end");
   Plan p;
   std::string error;
   EXPECT_FALSE(deserializePlan(nullptr, 0, &p, &error));

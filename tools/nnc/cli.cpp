@@ -138,6 +138,17 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       o.import.allowUnsupportedOpset = true;
     } else if (arg == "--allow-tf32") {
       o.compile.allowTf32 = true;
+    } else if (is("--precision")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--precision"));
+      if (v == "f32") {
+        o.compile.precision = Precision::F32;
+      } else if (v == "bf16") {
+        o.compile.precision = Precision::BF16;
+      } else if (v == "fp16" || v == "auto") {
+        return Status::error("--precision=" + v + " is not implemented yet (use f32 or bf16)");
+      } else {
+        return Status::error("unknown precision '" + v + "' (use f32 or bf16)");
+      }
     } else if (arg == "--no-cuda-graphs") {
       o.compile.cudaGraphs = NNC_CUDA_GRAPHS_OFF;
     } else if (arg == "--emulate") {

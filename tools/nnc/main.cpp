@@ -34,6 +34,8 @@ const char kUsage[] =
     "  --gpu-arch=sm_90             cuda: the GPU architecture of the cubin (PTX for newer GPUs rides along)\n"
     "  --allow-tf32                 cuda: f32 GEMMs may use TF32 tensor cores (about 1e-3 relative error;\n"
     "                               default: exact fp32)\n"
+    "  --precision=f32|bf16         cpu: bf16 runs GEMMs against constant weights with bf16 operands on AMX\n"
+    "                               tiles, accumulating in f32 (needs AMX-BF16; default f32: exact)\n"
     "  --no-cuda-graphs             cuda (run, test, bench): launch step by step instead of replaying CUDA Graphs\n"
     "  --emulate                    cuda (run, test, bench): run the generated CUDA C++ on the CPU through the CUDA\n"
     "                               emulator (no GPU needed; same as NNC_CUDA_EMULATE=1; see README)\n"

@@ -1,5 +1,6 @@
 // The GEMM driver of a kir::Contraction: packed, register-tiled, the kernel's stores as each tile's epilogue.
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include <algorithm>
 #include <array>
@@ -24,20 +25,23 @@ constexpr int64_t kMaxInPlaceRowLength = 384, kMaxInPlaceFewPanelsRowLength = 10
 
 Status KernelLowering::checkContraction(const kir::Contraction& c) const {
   const size_t rank = k_.outer.extents.size();
-  const bool ok = c.lanes > 0 && c.nr % c.lanes == 0 && c.mr >= 1 && c.mr <= 32 && c.nr <= 256 && c.kc >= 1 &&
-                  c.mc % c.mr == 0 && c.nc % c.nr == 0 && c.m >= 1 && c.n >= 1 && c.k >= 1 && rank >= 2 &&
-                  k_.outer.extents[rank - (c.transposed ? 1 : 2)] == c.m &&
-                  k_.outer.extents[rank - (c.transposed ? 2 : 1)] == c.n && k_.reductions.size() == 1 &&
-                  k_.reductions[0].loop.vars.size() == 1 && k_.stores.size() == 1 &&
-                  (!c.transposed || (!c.partialsInOutput && c.kc >= c.k)) &&
-                  ((c.aRowIndex == kir::kNoExpr && c.aColIndex == kir::kNoExpr) ||
-                   (!c.aPacked && validExpr(c.aRowIndex) && validExpr(c.aColIndex))) &&
-                  !k_.stores[0].perInner && c.aSlot >= 0 && static_cast<size_t>(c.aSlot) < k_.params.size() &&
-                  c.bSlot >= 0 && static_cast<size_t>(c.bSlot) < k_.params.size() &&
-                  k_.params[c.aSlot].dtype == DType::F32 && k_.params[c.bSlot].dtype == DType::F32 &&
-                  (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
-                  (c.partialsInOutput || c.kc >= c.k) &&
-                  (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
+  const bool ok =
+      c.lanes > 0 && c.nr % c.lanes == 0 && c.mr >= 1 && c.mr <= 32 && c.nr <= 256 && c.kc >= 1 && c.mc % c.mr == 0 &&
+      c.nc % c.nr == 0 && c.m >= 1 && c.n >= 1 && c.k >= 1 && rank >= 2 &&
+      k_.outer.extents[rank - (c.transposed ? 1 : 2)] == c.m &&
+      k_.outer.extents[rank - (c.transposed ? 2 : 1)] == c.n && k_.reductions.size() == 1 &&
+      k_.reductions[0].loop.vars.size() == 1 && k_.stores.size() == 1 &&
+      (!c.transposed || (!c.partialsInOutput && c.kc >= c.k)) &&
+      ((c.aRowIndex == kir::kNoExpr && c.aColIndex == kir::kNoExpr) ||
+       (!c.aPacked && validExpr(c.aRowIndex) && validExpr(c.aColIndex))) &&
+      !k_.stores[0].perInner && c.aSlot >= 0 && static_cast<size_t>(c.aSlot) < k_.params.size() && c.bSlot >= 0 &&
+      static_cast<size_t>(c.bSlot) < k_.params.size() && k_.params[c.aSlot].dtype == DType::F32 &&
+      k_.params[c.bSlot].dtype == (c.operands == DType::BF16 ? DType::BF16 : DType::F32) &&
+      (c.operands == DType::F32 ||
+       (c.operands == DType::BF16 && !c.transposed && !c.aPacked && c.bLayout == kir::Contraction::BLayout::Packed &&
+        c.mr == 32 && c.nr == 32 && c.lanes == 16 && (c.kc >= c.k || c.kc % kir::kBf16TileK == 0))) &&
+      (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
+      (c.partialsInOutput || c.kc >= c.k) && (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
   return ok ? Status::ok() : Status::error("inconsistent contraction: " + c.str());
 }
 
@@ -68,10 +72,26 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
   // With one K block every task reads the same column offsets: filled once here instead of per
   // task (a 7 x 7 conv's task is one tile against 4,608 columns: filled per task, the table was a
   // large share of it).
-  separable_.columnsOnce = c.aRowIndex != kir::kNoExpr && plan.kBlocks == 1;
+  separable_.columnsOnce = c.aRowIndex != kir::kNoExpr && plan.kBlocks == 1 && c.operands != DType::BF16;
   if (separable_.columnsOnce) fillColumnOffsets(c, i64(0), i64(c.k));
   Value* base = bases_[store.slot];
   plan.vectorEpilogue = prepareVectorEpilogue(c, plan);
+  const bool bf16 = c.operands == DType::BF16;
+  if (bf16) loadTileConfig();
+  if (bf16 && c.aRowIndex != kir::kNoExpr) {  // a separable A's column offsets, all of K (packBf16A)
+    separable_.bf16Columns =
+        entryAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(c.k)), "acols.bf16");
+    const ExprId p = k_.reductions[0].loop.vars[0];
+    emitLoop(
+        i64(0), i64(c.k),
+        [&](Value* q) {
+          bind(p, q);
+          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, tableAt(separable_.bf16Columns, q));
+        },
+        "acols.bf16.p");
+  }
+  // A bf16 B holds kPadded rows a panel, two bf16 a float.
+  const int64_t packedPanelFloats = bf16 ? c.kPadded() * c.nr / 2 : c.k * c.nr;
   emitLoop(
       fn_->getArg(1), end,
       [&](Value* task) {
@@ -99,7 +119,8 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
         Value* bBatch;
         if (c.bLayout == BLayout::Packed) {
           Value* packedBatch = c.bBatchStride == 0 ? i64(0) : batch;
-          bBatch = b_.CreateInBoundsGEP(f32, bases_[c.bSlot], b_.CreateMul(packedBatch, i64(c.nPanels() * c.k * c.nr)));
+          bBatch = b_.CreateInBoundsGEP(f32, bases_[c.bSlot],
+                                        b_.CreateMul(packedBatch, i64(c.nPanels() * packedPanelFloats)));
         } else {
           bBatch = b_.CreateInBoundsGEP(f32, bases_[c.bSlot],
                                         b_.CreateAdd(i64(c.bOffset), b_.CreateMul(batch, i64(c.bBatchStride))));
@@ -114,7 +135,15 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
               Value* first = b_.CreateICmpEQ(kb, i64(0));
               Value* last = b_.CreateICmpEQ(kb, i64(plan.kBlocks - 1));
               const bool packAtRunTime = !c.aPacked && !plan.aInPlace;  // (else A is read where it is)
-              if (packAtRunTime && plan.kBlocks == 1) {
+              if (packAtRunTime && bf16) {
+                // Consecutive tasks of a row block share its packed A, all of K (each K block reads
+                // its slice: rows of A's tiles are K step by K step).
+                Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
+                emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
+                  packBf16A(c, aBatch, m0, m1, i64(0), i64(c.k), plan.aPacked);
+                  b_.CreateStore(key, packedKey);
+                });
+              } else if (packAtRunTime && plan.kBlocks == 1) {
                 // One K block: consecutive tasks of a row block (its column blocks) share the packed A.
                 Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
                 emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
@@ -130,6 +159,8 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
             "kblock");
       },
       "task");
+  // Back to the initial tile state: a thread that has released its tiles saves and restores none.
+  if (bf16) b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilerelease));
 }
 
 // The decisions that depend only on the contraction's shape and the target, and the per-call
@@ -172,6 +203,16 @@ KernelLowering::ContractionPlan KernelLowering::planContraction(const kir::Contr
   const bool adjacentRows = c.aRowStride == 1 && c.aColStride >= 1;
   plan.aInPlace = !c.aPacked && c.aRowIndex == kir::kNoExpr && (shortRows || adjacentRows);
   plan.aPacked = c.aPacked || plan.aInPlace ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
+  if (c.operands == DType::BF16) {  // A is always packed, a row block's whole K in bf16 (packBf16A)
+    // Partial sums of a task's block, tile after tile ([row tile][panel][mr][nr]): kept in the output,
+    // a tile's 32 rows would lie a multiple of 4 KiB apart there (n = 1024, 3072: every row in
+    // one L1 set) and its loads and stores conflict.
+    if (c.partialsInOutput) plan.partials = alignedAlloca(c.mc * c.nc, "partials.bf16");
+    plan.aInPlace = false;
+    plan.aPacked = alignedAlloca(c.mc * c.kPadded() / 2, "apack.bf16");
+    plan.kBlocks = (c.k + c.kc - 1) / c.kc;
+    return plan;  // (no L2 hints: the tile loads' streams, measured, need none)
+  }
 
   // Weights too big to stay in L2 from one run to the next, in one K block: each column block
   // streams from L3 or DRAM on the first row tile that reads it, and that tile waited on memory
@@ -212,6 +253,12 @@ void KernelLowering::emitContractionMicrokernels(const kir::Contraction& c, Cont
   // were most of a kernel's code and compile time): whole tiles and the last of each row block
   // (rows = min(mr, m1 - i0) below).
   const std::vector<bool> rowCountUsed = kir::tileRowCounts(c.m, c.mc, c.mr);
+  if (c.operands == DType::BF16) {  // one microkernel for every row count: A's rows past m are zeros
+    llvm::Function* amx = emitAmxMicrokernel(m_, k_.name, opts_.cpu, opts_.features);
+    for (int64_t rows = 1; rows <= c.mr; ++rows)
+      plan.micro.push_back(rowCountUsed[static_cast<size_t>(rows)] ? amx : nullptr);
+    return;
+  }
   for (int64_t rows = 1; rows <= c.mr; ++rows) {
     if (!rowCountUsed[static_cast<size_t>(rows)]) {
       plan.micro.push_back(nullptr);  // no tile has this many rows: no case in callByIndex
@@ -325,30 +372,70 @@ void KernelLowering::emitBlockTiles(const kir::Contraction& c, const Contraction
 void KernelLowering::emitRegisterTile(const kir::Contraction& c, const ContractionPlan& plan,
                                       const ContractionBlock& block, Value* panel, Value* t, Value* bPanel,
                                       Value* ldb) {
+  computeRegisterTile(c, plan, block, panel, t, bPanel, ldb);
+  finishRegisterTile(c, plan, block, panel, t);
+}
+
+// Where tile (t, panel) lives: its bounds and, where partial sums live in the output, its place there.
+KernelLowering::TilePlace KernelLowering::tilePlace(const kir::Contraction& c, const ContractionPlan& plan,
+                                                    const ContractionBlock& block, Value* panel, Value* t) {
   llvm::Type* f32 = b_.getFloatTy();
+  TilePlace at;
   Value* j0 = b_.CreateMul(panel, i64(c.nr), "j0");
   Value* cols = smin(i64(c.nr), b_.CreateSub(block.n1, j0));
   Value* i0 = b_.CreateAdd(block.m0, b_.CreateMul(t, i64(c.mr)), "i0");
   Value* rows = smin(i64(c.mr), b_.CreateSub(block.m1, i0));
-  Value* cTile =
+  at.bounds = {i0, j0, rows, cols};
+  at.cTile =
       block.cBatch ? b_.CreateInBoundsGEP(f32, block.cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0)) : nullptr;
-  // Partial sums of earlier K blocks live in the output: a whole tile is read
-  // and written there in place; an edge tile goes through the scratch tile.
+  at.ld = c.n;
+  if (plan.partials) {  // a bf16 block's own partial sums: every tile whole
+    Value* inBlock =
+        b_.CreateAdd(b_.CreateMul(t, i64(c.nc / c.nr)), b_.CreateSub(panel, b_.CreateUDiv(block.n0, i64(c.nr))));
+    at.cTile = b_.CreateInBoundsGEP(f32, plan.partials, b_.CreateMul(inBlock, i64(c.mr * c.nr)));
+    at.ld = c.nr;
+    at.whole = b_.getTrue();
+    return at;
+  }
+  // Partial sums of earlier K blocks live in the output: a whole tile is read and written there in
+  // place; an edge tile goes through the scratch tile. (A bf16 tile is stored whole, all its rows:
+  // only a full one goes to the output in place.)
+  at.whole = !at.cTile ? b_.getFalse()
+             : c.operands == DType::BF16
+                 ? b_.CreateAnd(b_.CreateICmpEQ(cols, i64(c.nr)), b_.CreateICmpEQ(rows, i64(c.mr)))
+                 : b_.CreateICmpEQ(cols, i64(c.nr));
+  return at;
+}
+
+// The microkernel of tile (t, panel) into plan.tile (or the output, for a whole tile's partial sums).
+void KernelLowering::computeRegisterTile(const kir::Contraction& c, const ContractionPlan& plan,
+                                         const ContractionBlock& block, Value* panel, Value* t, Value* bPanel,
+                                         Value* ldb) {
+  llvm::Type* f32 = b_.getFloatTy();
+  const TilePlace at = tilePlace(c, plan, block, panel, t);
+  Value* i0 = at.bounds.i0;
+  Value* j0 = at.bounds.j0;
+  Value* rows = at.bounds.rows;
+  Value* cols = at.bounds.cols;
+  Value* cTile = at.cTile;
+  Value* whole = at.whole;
   // The last K block leaves the tile in scratch for the epilogue.
-  Value* whole = cTile ? b_.CreateICmpEQ(cols, i64(c.nr)) : b_.getFalse();
   if (cTile) {
     emitIf(b_.CreateAnd(b_.CreateNot(block.first), b_.CreateNot(whole)),
-           [&] { copyTile(cTile, c.n, plan.tile, c.nr, rows, cols); });
+           [&] { copyTile(cTile, at.ld, plan.tile, c.nr, rows, cols); });
   }
   Value* src = cTile ? b_.CreateSelect(whole, cTile, plan.tile) : plan.tile;
-  Value* ldSrc = b_.CreateSelect(whole, i64(c.n), i64(c.nr));
+  Value* ldSrc = b_.CreateSelect(whole, i64(at.ld), i64(c.nr));
   Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(block.last));
   Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, plan.tile) : plan.tile;
-  Value* ldDst = plan.transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(c.n), i64(c.nr));
+  Value* ldDst = plan.transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(at.ld), i64(c.nr));
   // Row tile t of the block: packed here per K block, or at compile time
   // (tile i0 / mr of all of K, from column kc0 on).
   Value* aTile =
-      c.aPacked
+      c.operands == DType::BF16 ? b_.CreateInBoundsGEP(b_.getBFloatTy(), plan.aPacked,
+                                                       b_.CreateAdd(b_.CreateMul(t, i64(c.mr * c.kPadded())),
+                                                                    b_.CreateMul(block.kc0, i64(c.mr))))
+      : c.aPacked
           ? b_.CreateInBoundsGEP(
                 f32, block.aBatch,
                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(c.k)), block.kc0), i64(c.mr)))
@@ -371,13 +458,22 @@ void KernelLowering::emitRegisterTile(const kir::Contraction& c, const Contracti
   std::vector<Value*> args = {aTile, bPanel, ldb,       block.kLen, src, ldSrc, b_.CreateNot(block.first),
                               dst,   ldDst,  noColumns, noSecond,   next};
   callTileMicrokernel(c, plan, block.aBatch, t, rows, args);
-  const TileBounds bounds{i0, j0, rows, cols};
-  if (cTile) {
+}
+
+// Tile (t, panel)'s epilogue from plan.tile at the last K block; else an edge tile's partial sums
+// back to the output.
+void KernelLowering::finishRegisterTile(const kir::Contraction& c, const ContractionPlan& plan,
+                                        const ContractionBlock& block, Value* panel, Value* t) {
+  const TilePlace at = tilePlace(c, plan, block, panel, t);
+  if (at.cTile) {
     emitIfElse(
-        block.last, [&] { emitTileEpilogue(c, plan, bounds); },
-        [&] { emitIf(b_.CreateNot(whole), [&] { copyTile(plan.tile, c.nr, cTile, c.n, rows, cols); }); });
+        block.last, [&] { emitTileEpilogue(c, plan, at.bounds); },
+        [&] {
+          emitIf(b_.CreateNot(at.whole),
+                 [&] { copyTile(plan.tile, c.nr, at.cTile, at.ld, at.bounds.rows, at.bounds.cols); });
+        });
   } else {
-    emitTileEpilogue(c, plan, bounds);
+    emitTileEpilogue(c, plan, at.bounds);
   }
 }
 
@@ -385,7 +481,7 @@ void KernelLowering::emitRegisterTile(const kir::Contraction& c, const Contracti
 // whose rows are 1 or 2 elements apart read in place, in one run or two.
 void KernelLowering::callTileMicrokernel(const kir::Contraction& c, const ContractionPlan& plan, Value* aBatch,
                                          Value* t, Value* rows, const std::vector<Value*>& args) {
-  if (c.aRowIndex == kir::kNoExpr) {
+  if (c.aRowIndex == kir::kNoExpr || c.operands == DType::BF16) {  // (bf16 packs a separable A too)
     callByIndex(plan.micro, rows, args);
     return;
   }

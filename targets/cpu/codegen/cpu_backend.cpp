@@ -582,6 +582,7 @@ kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
     t.lanes = 16;
     t.vectorRegisters = 32;
     t.fullRateWideFma = hasFullRateWideFma(opts, cpu);
+    t.bf16Contractions = opts.bf16Contractions && hasFeature(features, "amx-tile") && hasFeature(features, "amx-bf16");
   } else if (x86 && hasFeature(features, "avx") && (any || opts.gemmVectorBits >= 256)) {
     t.lanes = 8;
     t.vectorRegisters = 16;

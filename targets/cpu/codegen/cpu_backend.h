@@ -45,6 +45,9 @@ struct CpuTargetOptions {
   // x86 host on SSE's (CompileOptions::vectorBits, for measuring and testing every width on one
   // machine).
   int gemmVectorBits = 0;
+  // Contractions against constant weights with bf16 operands on AMX tiles where the CPU has AMX-BF16
+  // (CompileOptions::precision; kir::TileTarget::bf16Contractions says whether they will).
+  bool bf16Contractions = false;
   // Threads that lower, optimise and compile kernels (one module part each): 0 = one per core, at
   // most kMaxCompileThreads.
   int compileThreads = 0;

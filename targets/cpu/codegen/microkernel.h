@@ -54,6 +54,16 @@ struct MicrokernelShape {
 llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, const MicrokernelShape& shape,
                                 const std::string& cpu, const std::string& features);
 
+// The bf16 microkernel of kernel `owner`, with the signature of emitMicrokernel's and a 32 x 32 tile:
+// 2 x 2 AMX tiles of f32 accumulators, started from src (rows ldSrc floats apart) when accumulating,
+// else zero, plus the tile products of A's packed tile (K steps of [32 rows][32] bf16 at `a`, see
+// packBf16A) and B's K block ([kLen / 2][32][2]
+// bf16 at `b`) over kLen rounded up to kBf16TileK (both operands hold zeros there), stored whole to
+// dst (rows ldDst floats apart). It ignores ldb and the table arguments. Needs the tile
+// configuration loadTileConfig sets (every tile 16 rows of 64 bytes).
+llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
+                                   const std::string& features);
+
 // "micro." and every field of `shape`: equal names mean equal functions.
 std::string microkernelName(const MicrokernelShape& shape);
 

@@ -306,6 +306,10 @@ std::pair<Value*, Value*> KernelLowering::panelOperand(const kir::Contraction& c
                                                        Value* j0, Value* cols, Value* kc0, Value* kLen, Value* buffer) {
   llvm::Type* f32 = b_.getFloatTy();
   using BLayout = kir::Contraction::BLayout;
+  if (c.bLayout == BLayout::Packed && c.operands == DType::BF16) {  // [panel][kPadded / 2][nr][2] bf16
+    Value* offset = b_.CreateAdd(b_.CreateMul(panel, i64(c.kPadded() * c.nr / 2)), b_.CreateMul(kc0, i64(c.nr / 2)));
+    return {b_.CreateInBoundsGEP(f32, bBatch, offset), i64(c.nr)};
+  }
   if (c.bLayout == BLayout::Packed) {
     Value* offset = b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(c.k)), kc0), i64(c.nr));
     return {b_.CreateInBoundsGEP(f32, bBatch, offset), i64(c.nr)};

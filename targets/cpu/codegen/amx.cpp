@@ -1,0 +1,212 @@
+// bf16 contractions on AMX (kir::Contraction::operands == BF16): the tile configuration, A rounded to
+// bf16 as it is packed, and the 32 x 32 microkernel of tile products. One TDPBF16PS multiplies a
+// 16 x 32 bf16 tile of A by a 32 x 16 one of B (as 16 rows of pairs) into 16 x 16 f32 accumulators:
+// 16K FLOPs, issued one per 16 cycles. With 2 x 2 accumulator tiles each A and B tile loaded feeds
+// two products, so a K step of 32 loads 4 KiB for 64 cycles of products (Intel's optimisation manual
+// and oneDNN's brgemm use the same 2 x 2 register blocking).
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
+#include <array>
+
+#include "targets/cpu/codegen/kernel_lowering_context.h"
+#include "targets/cpu/codegen/microkernel.h"
+
+namespace nnc::codegen::llvmcpu {
+
+namespace {
+// Tile registers: four accumulators, two A tiles (rows 0-15, 16-31), two B tiles (columns 0-15, 16-31).
+constexpr int kTileRows = 16, kTileBytesPerRow = 64;
+constexpr uint8_t kC00 = 0, kC01 = 1, kC10 = 2, kC11 = 3, kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7;
+constexpr int64_t kPanelColumns = 32, kPairRowBytes = kPanelColumns * 2 * 2;  // a B pair row: 32 columns x 2 bf16
+}  // namespace
+
+llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
+                                   const std::string& features) {
+  const std::string name = owner + ".amx";
+  if (llvm::Function* existing = module.getFunction(name)) return existing;
+  llvm::LLVMContext& c = module.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* ptr = b.getPtrTy();
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(),
+                                      {ptr, ptr, i64, i64, ptr, i64, b.getInt1Ty(), ptr, i64, ptr, i64, ptr}, false);
+  auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
+  fn->setDoesNotThrow();
+  if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
+  if (!features.empty()) fn->addFnAttr("target-features", features);
+  llvm::Value* a = fn->getArg(0);
+  llvm::Value* bp = fn->getArg(1);
+  llvm::Value* kLen = fn->getArg(3);
+  llvm::Value* src = fn->getArg(4);
+  llvm::Value* accumulate = fn->getArg(6);
+  llvm::Value* dst = fn->getArg(7);
+  auto* entry = llvm::BasicBlock::Create(c, "entry", fn);
+  auto* partials = llvm::BasicBlock::Create(c, "partials", fn);
+  auto* zeros = llvm::BasicBlock::Create(c, "zeros", fn);
+  auto* loop = llvm::BasicBlock::Create(c, "k", fn);
+  auto* exit = llvm::BasicBlock::Create(c, "done", fn);
+  b.SetInsertPoint(entry);
+  llvm::Value* ldSrcBytes = b.CreateMul(fn->getArg(5), b.getInt64(4), "ld.src.bytes");
+  llvm::Value* ldDstBytes = b.CreateMul(fn->getArg(8), b.getInt64(4), "ld.dst.bytes");
+  llvm::Value* steps = b.CreateUDiv(b.CreateAdd(kLen, b.getInt64(kir::kBf16TileK - 1)), b.getInt64(kir::kBf16TileK));
+  auto intrinsic = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
+  llvm::Function* zero = intrinsic(llvm::Intrinsic::x86_tilezero);
+  llvm::Function* load = intrinsic(llvm::Intrinsic::x86_tileloadd64);
+  llvm::Function* dot = intrinsic(llvm::Intrinsic::x86_tdpbf16ps);
+  llvm::Function* store = intrinsic(llvm::Intrinsic::x86_tilestored64);
+  // The four accumulator tiles at (row, column) offsets of 16 of a tile `at`, rows `ld` bytes apart.
+  const int64_t half = kTileBytesPerRow;  // 16 f32 columns
+  auto quarters = [&](llvm::Value* at, llvm::Value* ld) {
+    llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), at, b.CreateMul(ld, b.getInt64(kTileRows)));
+    return std::array<llvm::Value*, 4>{at, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), at, half), lower,
+                                       b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, half)};
+  };
+  const std::array<uint8_t, 4> accumulators = {kC00, kC01, kC10, kC11};
+  b.CreateCondBr(accumulate, partials, zeros);
+  b.SetInsertPoint(partials);
+  const std::array<llvm::Value*, 4> from = quarters(src, ldSrcBytes);
+  for (size_t q = 0; q < 4; ++q) b.CreateCall(load, {b.getInt8(accumulators[q]), from[q], ldSrcBytes});
+  b.CreateBr(loop);
+  b.SetInsertPoint(zeros);
+  for (uint8_t t : accumulators) b.CreateCall(zero, {b.getInt8(t)});
+  b.CreateBr(loop);
+
+  b.SetInsertPoint(loop);
+  llvm::PHINode* step = b.CreatePHI(i64, 3, "step");
+  step->addIncoming(b.getInt64(0), partials);
+  step->addIncoming(b.getInt64(0), zeros);
+  // Step s reads A's columns [32 s, 32 s + 32) (2 KiB: 32 rows of 64 bytes, contiguous) and B's pair
+  // rows [16 s, 16 s + 16) (2 KiB): two streams the hardware prefetchers follow.
+  const int64_t aRowBytes = kTileBytesPerRow, aStepBytes = 2 * kTileRows * kTileBytesPerRow;
+  llvm::Value* aAt = b.CreateInBoundsGEP(b.getInt8Ty(), a, b.CreateMul(step, b.getInt64(aStepBytes)));
+  llvm::Value* bAt = b.CreateInBoundsGEP(b.getInt8Ty(), bp, b.CreateMul(step, b.getInt64(kTileRows * kPairRowBytes)));
+  b.CreateCall(load, {b.getInt8(kA0), aAt, b.getInt64(aRowBytes)});
+  b.CreateCall(load, {b.getInt8(kB0), bAt, b.getInt64(kPairRowBytes)});
+  b.CreateCall(load, {b.getInt8(kB1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), bAt, kTileBytesPerRow),
+                      b.getInt64(kPairRowBytes)});
+  b.CreateCall(dot, {b.getInt8(kC00), b.getInt8(kA0), b.getInt8(kB0)});
+  b.CreateCall(dot, {b.getInt8(kC01), b.getInt8(kA0), b.getInt8(kB1)});
+  b.CreateCall(load, {b.getInt8(kA1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), aAt, kTileRows * aRowBytes),
+                      b.getInt64(aRowBytes)});
+  b.CreateCall(dot, {b.getInt8(kC10), b.getInt8(kA1), b.getInt8(kB0)});
+  b.CreateCall(dot, {b.getInt8(kC11), b.getInt8(kA1), b.getInt8(kB1)});
+  llvm::Value* next = b.CreateAdd(step, b.getInt64(1), "step.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  step->addIncoming(next, loop);
+  b.CreateCondBr(b.CreateICmpULT(next, steps), loop, exit);
+
+  b.SetInsertPoint(exit);
+  const std::array<llvm::Value*, 4> to = quarters(dst, ldDstBytes);
+  for (size_t q = 0; q < 4; ++q) b.CreateCall(store, {b.getInt8(accumulators[q]), to[q], ldDstBytes});
+  b.CreateRetVoid();
+  return fn;
+}
+
+namespace detail {
+
+// Palette 1 with every tile 16 rows of 64 bytes (A: 16 x 32 bf16, B: 16 pairs x 16 columns, C: 16 x 16
+// f32). The configuration is per thread and the kernel runs on whichever thread takes its tasks: set
+// once per call, before the tasks (LDTILECFG costs about as much as one tile product).
+void KernelLowering::loadTileConfig() {
+  llvm::ArrayType* bytes = llvm::ArrayType::get(b_.getInt8Ty(), 64);
+  llvm::AllocaInst* config = entryAlloca(bytes, "tilecfg");
+  config->setAlignment(llvm::Align(64));
+  std::vector<uint8_t> image(64, 0);
+  image[0] = 1;  // palette
+  for (int t = 0; t < 8; ++t) {
+    image[static_cast<size_t>(16 + 2 * t)] = kTileBytesPerRow;  // colsb, little-endian u16
+    image[static_cast<size_t>(48 + t)] = kTileRows;
+  }
+  b_.CreateStore(llvm::ConstantDataArray::get(m_.getContext(), image), config);
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_ldtilecfg), {config});
+}
+
+// Rows [m0, m1), columns [kc0, kc0 + kLen) of A rounded to bf16 (nearest even) into row tiles
+// [tile][kPadded / 32 steps][32 rows][32], zero past kLen (to its next multiple of kBf16TileK) and
+// past m1: each K step's two A tiles are 2 KiB in a row, and their loads read zeros past the ends.
+void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen,
+                               Value* packed) {
+  llvm::Type* f32 = b_.getFloatTy();
+  llvm::Type* bf16 = b_.getBFloatTy();
+  const int64_t rowLength = c.kPadded();
+  Value* padEnd = b_.CreateMul(b_.CreateUDiv(b_.CreateAdd(kLen, i64(kir::kBf16TileK - 1)), i64(kir::kBf16TileK)),
+                               i64(kir::kBf16TileK));
+  constexpr int kVector = 16;
+  auto* vf32 = llvm::FixedVectorType::get(f32, kVector);
+  auto* vbf16 = llvm::FixedVectorType::get(bf16, kVector);
+  Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
+  Value* zero = llvm::ConstantFP::get(bf16, 0.0);
+  emitLoop(
+      i64(0), b_.CreateMul(tiles, i64(c.mr)),
+      [&](Value* r) {
+        // Row r's element p at (r / 32) * 32 rowLength + (p / 32) * 1024 + (r % 32) * 32 + p % 32.
+        Value* tileBase = b_.CreateMul(b_.CreateUDiv(r, i64(c.mr)), i64(c.mr * rowLength));
+        Value* dst = b_.CreateInBoundsGEP(
+            bf16, packed, b_.CreateAdd(tileBase, b_.CreateMul(b_.CreateURem(r, i64(c.mr)), i64(kir::kBf16TileK))));
+        auto at = [&](Value* p) {  // (p / 32) * 1024 + p % 32
+          return b_.CreateInBoundsGEP(
+              bf16, dst,
+              b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(p, i64(kir::kBf16TileK)), i64(c.mr * kir::kBf16TileK)),
+                           b_.CreateURem(p, i64(kir::kBf16TileK))));
+        };
+        Value* row = b_.CreateAdd(m0, r);
+        emitIfElse(
+            b_.CreateICmpSLT(row, m1),
+            [&] {
+              if (c.aRowIndex != kir::kNoExpr) {  // separable: A[R(row) + C(p)], C from the table
+                bind(rowVar(c), row);
+                Value* rowOffset = value(c.aRowIndex);
+                emitLoop(
+                    kc0, b_.CreateAdd(kc0, kLen),
+                    [&](Value* p) {
+                      Value* col = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.bf16Columns, p));
+                      Value* x = b_.CreateAlignedLoad(
+                          f32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, col)), llvm::Align(4));
+                      b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(b_.CreateSub(p, kc0)), llvm::Align(2));
+                    },
+                    "apack.bf16.gather");
+                emitLoop(
+                    kLen, padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); },
+                    "apack.bf16.pad", noVectorLoop());
+                return;
+              }
+              Value* src = b_.CreateInBoundsGEP(
+                  f32, aBatch,
+                  b_.CreateAdd(b_.CreateMul(row, i64(c.aRowStride)), b_.CreateMul(kc0, i64(c.aColStride))));
+              Value* scalarFrom = i64(0);
+              if (c.aColStride == 1) {
+                scalarFrom = b_.CreateAnd(kLen, i64(~int64_t(kVector - 1)));
+                emitLoop(
+                    i64(0), b_.CreateUDiv(kLen, i64(kVector)),
+                    [&](Value* v) {
+                      Value* p = b_.CreateMul(v, i64(kVector));
+                      Value* x = b_.CreateAlignedLoad(vf32, b_.CreateInBoundsGEP(f32, src, p), llvm::Align(4));
+                      b_.CreateAlignedStore(b_.CreateFPTrunc(x, vbf16), at(p), llvm::Align(2));
+                    },
+                    "apack.bf16.v", noVectorLoop());
+              }
+              emitLoop(
+                  scalarFrom, kLen,
+                  [&](Value* p) {
+                    Value* x = b_.CreateAlignedLoad(
+                        f32, b_.CreateInBoundsGEP(f32, src, b_.CreateMul(p, i64(c.aColStride))), llvm::Align(4));
+                    b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(p), llvm::Align(2));
+                  },
+                  "apack.bf16.p");
+              emitLoop(
+                  kLen, padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); }, "apack.bf16.pad",
+                  noVectorLoop());
+            },
+            [&] {
+              emitLoop(
+                  i64(0), padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); },
+                  "apack.bf16.zero");
+            });
+      },
+      "apack.bf16.r");
+}
+
+}  // namespace detail
+
+}  // namespace nnc::codegen::llvmcpu

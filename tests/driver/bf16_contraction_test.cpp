@@ -1,0 +1,201 @@
+// --precision=bf16 contractions (targets/cpu/codegen/amx.cpp) against a float64 product of the operands
+// rounded to bfloat16 here (the rounding the precision promises: nearest even), so the only difference
+// left is the f32 accumulation: shapes around the 32 x 32 tile and the 256-deep K blocks (edge rows
+// and columns, K not a multiple of the 32-deep tile step, ragged K blocks, several row and column
+// blocks), batched activations against shared weights, a transposed activation (a strided pack),
+// and the epilogues fusion attaches. Each case checks the bf16 path was taken (or, for fewer than
+// 16 rows, not). On a CPU without AMX-BF16 the numeric cases skip; the refusal is tested everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ir/builder.h"
+#include "runtime/cpu_features.h"
+#include "runtime/plan.h"
+#include "tests/driver/driver_test_util.h"
+
+namespace nnc::testing {
+namespace {
+
+bool hostHasAmxBf16() { return rt::hostHasCpuFeature("amx-tile") && rt::hostHasCpuFeature("amx-bf16"); }
+
+// f32 -> bf16 -> f32, round to nearest even (finite inputs), written independently of nnc's.
+double roundToBf16(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  float r = 0;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+enum class Epilogue { None, BiasRelu, Residual };
+
+struct Bf16Case {
+  const char* name;
+  int64_t batch, m, k, n;
+  bool transposeA;  // A is a Transpose of a stored [k, m]: the pack reads it with a column stride
+  Epilogue epilogue;
+  bool expectBf16 = true;
+};
+
+constexpr Bf16Case kCases[] = {
+    {"OneTile", 1, 32, 32, 32, false, Epilogue::None},
+    {"EdgeRowsColumnsAndK", 1, 45, 77, 50, false, Epilogue::BiasRelu},
+    {"SixteenRows", 1, 16, 100, 33, false, Epilogue::Residual},
+    // K past 320: 256-deep K blocks, the last ragged; partial sums in the task's own block.
+    {"KBlocks", 1, 70, 700, 90, false, Epilogue::BiasRelu},
+    {"KBlocksExact", 1, 64, 512, 64, false, Epilogue::None},
+    // Several row blocks (128 rows) and column blocks (256 columns), many tasks.
+    {"ManyBlocks", 1, 300, 300, 600, false, Epilogue::Residual},
+    {"Transformer", 1, 128, 768, 384, false, Epilogue::BiasRelu},
+    {"BatchedActivations", 3, 20, 96, 40, false, Epilogue::BiasRelu},
+    {"TransposedA", 1, 40, 130, 60, true, Epilogue::Residual},
+    // Fewer than 16 rows: a 32-row tile would be mostly padding, so the GEMM stays f32.
+    {"FewRowsStayF32", 1, 8, 64, 48, false, Epilogue::BiasRelu, false},
+};
+
+class Bf16Contraction : public ::testing::TestWithParam<Bf16Case> {};
+
+TEST_P(Bf16Contraction, MatchesTheRoundedOperandsProductInFloat64) {
+  if (!hostHasAmxBf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (the bf16 path needs it)";
+  const Bf16Case& c = GetParam();
+  std::mt19937 rng(11);
+  const Shape aShape = c.batch > 1 ? Shape({c.batch, c.m, c.k}) : c.transposeA ? Shape({c.k, c.m}) : Shape({c.m, c.k});
+  const Shape outShape = c.batch > 1 ? Shape({c.batch, c.m, c.n}) : Shape({c.m, c.n});
+  Tensor a = randomTensor(DType::F32, aShape, rng), w = randomTensor(DType::F32, Shape({c.k, c.n}), rng);
+  Tensor bias = randomTensor(DType::F32, Shape({c.n}), rng), residual = randomTensor(DType::F32, outShape, rng);
+  Graph g;
+  GraphBuilder b(g);
+  Value* av = b.input("a", DType::F32, aShape);
+  if (c.transposeA) {
+    Attributes perm;
+    perm.set("perm", std::vector<int64_t>{1, 0});
+    av = b.op(OpKind::Transpose, {av}, perm);
+  }
+  Value* y = b.matmul(av, b.constant(w, "w"));
+  std::vector<Tensor> inputs = {a};
+  if (c.epilogue == Epilogue::BiasRelu) y = b.relu(b.add(y, b.constant(bias, "bias")));
+  if (c.epilogue == Epilogue::Residual) {
+    y = b.add(y, b.input("r", DType::F32, outShape));
+    inputs.push_back(residual);
+  }
+  b.output(y);
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+
+  Tensor want(DType::F32, outShape);
+  double largest = 0;
+  for (int64_t bi = 0; bi < c.batch; ++bi)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const int64_t ai = c.transposeA ? p * c.m + i : (bi * c.m + i) * c.k + p;
+          const float av32 = static_cast<float>(a.getDouble(ai)), wv32 = static_cast<float>(w.getDouble(p * c.n + j));
+          sum += c.expectBf16 ? roundToBf16(av32) * roundToBf16(wv32) : static_cast<double>(av32) * wv32;
+        }
+        const int64_t o = (bi * c.m + i) * c.n + j;
+        if (c.epilogue == Epilogue::BiasRelu) sum = std::max(0.0, sum + bias.getDouble(j));
+        if (c.epilogue == Epilogue::Residual) sum += residual.getDouble(o);
+        want.setDouble(o, sum);
+        largest = std::max(largest, std::abs(sum));
+      }
+  CompileOptions options;
+  options.precision = Precision::BF16;
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const std::string& kir = (*model)->report().kernelIr;
+  EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, c.expectBf16) << kir;
+  EXPECT_EQ((*model)->report().plan.find("needs amx-tile amx-bf16") != std::string::npos, c.expectBf16)
+      << (*model)->report().plan;
+  Expected<std::vector<Tensor>> got = (*model)->run(inputs);
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  // f32 sums of k products (each exact in f32: two 8-bit significands): rounding alone.
+  const double tol = 2e-7 * static_cast<double>(c.k) * std::max(1.0, largest / 8) + 1e-6;
+  expectNear(got->front(), want, tol, tol, c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Bf16Contraction, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Bf16Case>& info) { return info.param.name; });
+
+// Attention's heads merged back before the output projection: A = Reshape(Transpose(x [h, s, d]),
+// [s, h d]), a separable read (column p at (p / d) s d + p % d) that the bf16 pack gathers.
+TEST(Bf16Precision, ASeparableActivationIsGatheredAsItIsPacked) {
+  if (!hostHasAmxBf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (the bf16 path needs it)";
+  const int64_t h = 4, s = 40, d = 24, n = 50;
+  std::mt19937 rng(5);
+  Tensor x = randomTensor(DType::F32, Shape({h, s, d}), rng), w = randomTensor(DType::F32, Shape({h * d, n}), rng);
+  Graph g;
+  GraphBuilder b(g);
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0, 2});
+  Attributes shape;
+  shape.set("shape", std::vector<int64_t>{s, h * d});
+  Value* merged = b.op(OpKind::Reshape, {b.op(OpKind::Transpose, {b.input("x", DType::F32, x.shape())}, perm)}, shape);
+  b.output(b.matmul(merged, b.constant(w, "w")));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Tensor want(DType::F32, Shape({s, n}));
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < h * d; ++p)
+        sum += roundToBf16(static_cast<float>(x.getDouble(((p / d) * s + i) * d + p % d))) *
+               roundToBf16(static_cast<float>(w.getDouble(p * n + j)));
+      want.setDouble(i * n + j, sum);
+    }
+  CompileOptions options;
+  options.precision = Precision::BF16;
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const std::string& kir = (*model)->report().kernelIr;
+  EXPECT_NE(kir.find("separable"), std::string::npos) << kir;
+  EXPECT_NE(kir.find("operands=bf16"), std::string::npos) << kir;
+  Expected<std::vector<Tensor>> got = (*model)->run({x});
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  expectNear(got->front(), want, 1e-4, 1e-4, "heads merged");
+}
+
+// A CPU without AMX, or a tile target without it (here: AVX2's 256-bit vectors on any host), is refused
+// with what is missing, not compiled to f32 behind the user's back.
+TEST(Bf16Precision, RefusedWhereTheCpuHasNoAmx) {
+  Graph g;
+  GraphBuilder b(g);
+  std::mt19937 rng(3);
+  b.output(b.matmul(b.input("a", DType::F32, Shape({32, 32})),
+                    b.constant(randomTensor(DType::F32, Shape({32, 32}), rng), "w")));
+  CompileOptions options;
+  options.precision = Precision::BF16;
+  options.vectorBits = 256;
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+  ASSERT_FALSE(model.isOk());
+  EXPECT_NE(model.status().message().find("needs a CPU with AMX-BF16"), std::string::npos) << model.status().message();
+  options.target = "cuda";
+  options.vectorBits = 0;
+  model = compileJit(g, options);
+  ASSERT_FALSE(model.isOk());
+  EXPECT_NE(model.status().message().find("not implemented for target cuda"), std::string::npos)
+      << model.status().message();
+}
+
+// The runtime checks what a plan says its kernels need before it runs any: a feature this host lacks
+// (or one the runtime does not know) is named.
+TEST(Bf16Precision, APlanNeedingWhatTheHostLacksIsRefused) {
+  std::string error;
+  EXPECT_FALSE(rt::ensureCpuFeatures({"avx2", "no-such-feature"}, &error));
+  EXPECT_NE(error.find("lacks no-such-feature"), std::string::npos) << error;
+  EXPECT_TRUE(rt::ensureCpuFeatures({}, &error));
+  if (hostHasAmxBf16()) {
+    EXPECT_TRUE(rt::ensureCpuFeatures({"amx-tile", "amx-bf16"}, &error)) << error;
+  }
+  rt::Plan plan;
+  plan.cpuFeatures = {"amx-tile", "amx-bf16"};
+  rt::Plan back;
+  const std::vector<uint8_t> bytes = rt::serializePlan(plan);
+  ASSERT_TRUE(rt::deserializePlan(bytes.data(), bytes.size(), &back, &error)) << error;
+  EXPECT_EQ(back.cpuFeatures, plan.cpuFeatures);
+}
+
+}  // namespace
+}  // namespace nnc::testing
