@@ -174,8 +174,10 @@ struct Contraction {
   // mc x nc x k multiply-adds per task, saturating (k alone may be 2^40 in a declared shape).
   int64_t workPerTask() const;
   // Column block by column block: a block's row-block tasks share its weights and are numbered
-  // consecutively, so threads take them mBlocks() at a time.
-  int64_t chunkGranule() const { return columnBlocksOuter ? mBlocks() : 1; }
+  // consecutively, so threads take them mBlocks() at a time. A bf16 row block's column blocks share
+  // its packed A, which each kernel call (each chunk of tasks) packs anew: they go in groups (see
+  // kernel_ir.cpp).
+  int64_t chunkGranule() const;
   double flops() const;         // 2 m n k per batch
   std::string summary() const;  // "batch x m x n x k tile mr x nr", for reports
   std::string str() const;

@@ -157,15 +157,38 @@ void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* 
               if (c.aRowIndex != kir::kNoExpr) {  // separable: A[R(row) + C(p)], C from the table
                 bind(rowVar(c), row);
                 Value* rowOffset = value(c.aRowIndex);
+                auto column = [&](Value* p) {
+                  return b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.bf16Columns, b_.CreateAdd(kc0, p)));
+                };
+                auto scalar = [&](Value* p) {
+                  Value* x = b_.CreateAlignedLoad(
+                      f32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, column(p))), llvm::Align(4));
+                  b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(p), llvm::Align(2));
+                };
+                // 16 columns at a time where they are 16 floats in a row (attention's heads merged
+                // back: runs of the head size; a channels-last patch: runs of the channels).
                 emitLoop(
-                    kc0, b_.CreateAdd(kc0, kLen),
-                    [&](Value* p) {
-                      Value* col = b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.bf16Columns, p));
-                      Value* x = b_.CreateAlignedLoad(
-                          f32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, col)), llvm::Align(4));
-                      b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(b_.CreateSub(p, kc0)), llvm::Align(2));
+                    i64(0), b_.CreateUDiv(kLen, i64(kVector)),
+                    [&](Value* v) {
+                      Value* p = b_.CreateMul(v, i64(kVector));
+                      Value* first = column(p);
+                      Value* run = b_.CreateICmpEQ(b_.CreateSub(column(b_.CreateAdd(p, i64(kVector - 1))), first),
+                                                   i64(kVector - 1));
+                      emitIfElse(
+                          run,
+                          [&] {
+                            Value* x = b_.CreateAlignedLoad(
+                                vf32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, first)),
+                                llvm::Align(4));
+                            b_.CreateAlignedStore(b_.CreateFPTrunc(x, vbf16), at(p), llvm::Align(2));
+                          },
+                          [&] {
+                            emitLoop(p, b_.CreateAdd(p, i64(kVector)), scalar, "apack.bf16.gather.p", noVectorLoop());
+                          });
                     },
-                    "apack.bf16.gather");
+                    "apack.bf16.gather.v", noVectorLoop());
+                emitLoop(b_.CreateAnd(kLen, i64(~int64_t(kVector - 1))), kLen, scalar, "apack.bf16.gather.tail",
+                         noVectorLoop());
                 emitLoop(
                     kLen, padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); },
                     "apack.bf16.pad", noVectorLoop());
