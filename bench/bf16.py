@@ -9,7 +9,8 @@ only nnc's two precisions are timed). The models come from `python3 tests/models
 
     python3 bench/bf16.py --models DIR [--only bert12_128,mlp_batch64] [--threads 1,2] [--min-seconds 3]
 
-Per model and thread count every contender runs in rounds of about 100 ms, all contenders once per round,
+Each thread count runs in a process of its own (OpenVINO sizes its thread pool once per process). Per
+model and thread count every contender runs in rounds of about 100 ms, all contenders once per round,
 in a rotating order, for at least --min-seconds each (and 5 rounds); the process is pinned to the first T
 cores (all contenders share them). Reported: median and p10-p90 of the per-round mean latency, the ratios
 paired per round (OpenVINO bf16 / nnc bf16 > 1: nnc faster), and each contender's max abs error against the
@@ -111,6 +112,23 @@ def main():
         ov_version = openvino.__version__
     except ImportError:
         ov_version = None
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    if len(thread_counts) > 1:
+        # One process per thread count: OpenVINO's thread pool (TBB) sizes itself once per process, from
+        # the CPUs the process may use then (after a 1-thread run pinned to one CPU, a 2-thread run in the
+        # same process ran OpenVINO on one thread).
+        rows = []
+        for t in thread_counts:
+            out = os.path.join("/tmp", f"nnc-bf16-bench-{t}")
+            subprocess.run([sys.executable, __file__, "--models", args.models, "--only", args.only, "--threads", str(t),
+                            "--min-seconds", str(args.min_seconds), "--out", out], check=True)
+            with open(max((os.path.join(out, f) for f in os.listdir(out) if f.endswith(".json")),
+                          key=os.path.getmtime)) as f:
+                part = json.load(f)
+            rows += part["rows"]
+        part["rows"] = rows
+        write(part, args.out)
+        return
     work = os.path.join("/tmp", "nnc-bf16-bench")
     os.makedirs(work, exist_ok=True)
     cpus = sorted(os.sched_getaffinity(0))
@@ -119,7 +137,7 @@ def main():
               "openvino": ov_version, "load_before": os.getloadavg(),
               "commit": subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
                                        text=True).stdout.strip(), "rows": []}
-    for threads in [int(t) for t in args.threads.split(",")]:
+    for threads in thread_counts:
         os.sched_setaffinity(0, set(cpus[:threads]))
         for name in args.only.split(","):
             onnx_path, x, ref = load_case(args.models, name)
@@ -151,8 +169,12 @@ def main():
             result["rows"].append(row)
             print(json.dumps(row), flush=True)
     os.sched_setaffinity(0, set(cpus))
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, "bf16-" + result["date"][:10])
+    write(result, args.out)
+
+
+def write(result, out):
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.join(out, "bf16-" + result["date"][:10])
     with open(stem + ".json", "w") as f:
         json.dump(result, f, indent=1)
     with open(stem + ".md", "w") as f:
