@@ -414,7 +414,8 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   });
   // A bf16 GEMM against constant weights stays as it is: its 32 x 32 tiles pad few columns, but run
   // several times faster than f32 FMAs however they are arranged.
-  const bool bf16AsIs = target.bf16Contractions && b->isConstant() && !a->isConstant() && gemm->m >= kMinBf16Rows;
+  const bool bf16AsIs = target.bf16Contractions && b->isConstant() && !a->isConstant() && gemm->m >= kMinBf16Rows &&
+                        roundUp(gemm->k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
   const bool transposed = inPlacePatches || (!bf16AsIs && (fewColumns || weightsTimesActivations));
   kir::Contraction c;
   c.transposed = transposed;
@@ -435,7 +436,9 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool packB = readDirectly(rhs);
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
-  const bool bf16 = target.bf16Contractions && !transposed && packB && !c.aPacked && c.m >= kMinBf16Rows;
+  // (A 32-row tile of A's whole K must fit the stack bound of a run-time packed A: K up to 8192.)
+  const bool bf16 = target.bf16Contractions && !transposed && packB && !c.aPacked && c.m >= kMinBf16Rows &&
+                    roundUp(c.k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
   if (bf16) c.operands = DType::BF16;
   chooseTile(target, c);
   if (bf16) {

@@ -201,18 +201,18 @@ KernelLowering::ContractionPlan KernelLowering::planContraction(const kir::Contr
   const bool shortRows = c.aColStride == 1 && c.aRowStride >= 1 &&
                          ((c.k <= kMaxInPlaceRowLength && c.aRowStride <= kMaxInPlaceRowLength) || fewPanels);
   const bool adjacentRows = c.aRowStride == 1 && c.aColStride >= 1;
-  plan.aInPlace = !c.aPacked && c.aRowIndex == kir::kNoExpr && (shortRows || adjacentRows);
-  plan.aPacked = c.aPacked || plan.aInPlace ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
   if (c.operands == DType::BF16) {  // A is always packed, a row block's whole K in bf16 (packBf16A)
     // Partial sums of a task's block, tile after tile ([row tile][panel][mr][nr]): kept in the output,
     // a tile's 32 rows would lie a multiple of 4 KiB apart there (n = 1024, 3072: every row in
-    // one L1 set) and its loads and stores conflict.
+    // one L1 set) and its loads and stores conflict. (A bf16 tile is stored whole, all 32 rows:
+    // never to the output in place.)
     if (c.partialsInOutput) plan.partials = alignedAlloca(c.mc * c.nc, "partials.bf16");
-    plan.aInPlace = false;
     plan.aPacked = alignedAlloca(c.mc * c.kPadded() / 2, "apack.bf16");
     plan.kBlocks = (c.k + c.kc - 1) / c.kc;
     return plan;  // (no L2 hints: the tile loads' streams, measured, need none)
   }
+  plan.aInPlace = !c.aPacked && c.aRowIndex == kir::kNoExpr && (shortRows || adjacentRows);
+  plan.aPacked = c.aPacked || plan.aInPlace ? nullptr : alignedAlloca(c.mc * std::min(c.kc, c.k), "apack");
 
   // Weights too big to stay in L2 from one run to the next, in one K block: each column block
   // streams from L3 or DRAM on the first row tile that reads it, and that tile waited on memory
@@ -398,12 +398,8 @@ KernelLowering::TilePlace KernelLowering::tilePlace(const kir::Contraction& c, c
     return at;
   }
   // Partial sums of earlier K blocks live in the output: a whole tile is read and written there in
-  // place; an edge tile goes through the scratch tile. (A bf16 tile is stored whole, all its rows:
-  // only a full one goes to the output in place.)
-  at.whole = !at.cTile ? b_.getFalse()
-             : c.operands == DType::BF16
-                 ? b_.CreateAnd(b_.CreateICmpEQ(cols, i64(c.nr)), b_.CreateICmpEQ(rows, i64(c.mr)))
-                 : b_.CreateICmpEQ(cols, i64(c.nr));
+  // place; an edge tile goes through the scratch tile.
+  at.whole = at.cTile ? b_.CreateICmpEQ(cols, i64(c.nr)) : b_.getFalse();
   return at;
 }
 
