@@ -248,6 +248,12 @@ TEST_F(BadInput, BadOptionValues) {
               {"nnc: error: model.onnx: unknown target 'tpu' (expected cpu or cuda)"});
   expectError({"model.onnx", "-o", "model.so", "--threads=two"}, {"nnc: error: --threads expects a number, got 'two'"});
   expectError({"model.onnx", "-o"}, {"nnc: error: -o needs a value"});
+  expectError({"model.onnx", "-o", "model.so", "--precision=f8"},
+              {"nnc: error: unknown precision 'f8' (use f32 or bf16)"});
+  expectError({"model.onnx", "-o", "model.so", "--precision=fp16"},
+              {"nnc: error: --precision=fp16 is not implemented yet (use f32 or bf16)"});
+  expectError({"model.onnx", "-o", "model.so", "--precision=auto"},
+              {"nnc: error: --precision=auto is not implemented yet (use f32 or bf16)"});
   expectError({"model.onnx", "-o", "model.so", "--bind", "y=nofile.pb"}, {"nnc: error: nofile.pb: cannot read"});
 }
 
