@@ -36,6 +36,12 @@ constexpr int kBf16Lanes = 16;
 // Fewer rows leave most of a 32-row tile's products padding (a matrix-vector product is bound by
 // streaming its weights, not by FMAs): those stay f32.
 constexpr int64_t kMinBf16Rows = 16;
+// Whether an m x k product may run in bf16 on `target` (kir::Contraction::operands): 16 rows or more,
+// and a 32-row tile of A's whole K within the stack bound of a run-time packed A (K up to 8192).
+bool bf16Shape(const kir::TileTarget& target, int64_t m, int64_t k) {
+  return target.bf16Contractions && m >= kMinBf16Rows &&
+         roundUp(k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
+}
 static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
               "the tallest tile of the longest in-place patches fits the stack bound");
 
@@ -191,7 +197,9 @@ void chooseBf16Blocks(kir::Contraction& c) {
   c.kc = c.partialsInOutput && c.k > kBf16KBlock + kBf16KBlock / 4 ? kBf16KBlock : c.k;
   c.partialsInOutput = c.kc < c.k;
   c.nc = std::min(roundUp(c.n, c.nr), kBf16ColumnBlock);
-  c.mc = std::min(roundUp(c.m, c.mr), kBf16RowBlock);
+  // A row block's packed A (all of K) within the stack bound of a run-time packed A.
+  c.mc = std::clamp(kMaxTransposedPackedA / (c.kPadded() * 2) / c.mr * c.mr, c.mr,
+                    std::min(roundUp(c.m, c.mr), kBf16RowBlock));
   // Tasks enough for a large machine's threads, each at least 4 MFLOP (a few microseconds of AMX).
   constexpr int64_t kMinTasks = 16;
   constexpr double kMinTaskFlops = 4e6;
@@ -205,7 +213,6 @@ void chooseBf16Blocks(kir::Contraction& c) {
       break;
     }
   }
-  c.rowTilesOuter = true;
 }
 
 // W when the MatMul's rows are the pixels of one [1, H, W, C] image: its result is such an image
@@ -414,8 +421,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   });
   // A bf16 GEMM against constant weights stays as it is: its 32 x 32 tiles pad few columns, but run
   // several times faster than f32 FMAs however they are arranged.
-  const bool bf16AsIs = target.bf16Contractions && b->isConstant() && !a->isConstant() && gemm->m >= kMinBf16Rows &&
-                        roundUp(gemm->k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
+  const bool bf16AsIs = b->isConstant() && !a->isConstant() && bf16Shape(target, gemm->m, gemm->k);
   const bool transposed = inPlacePatches || (!bf16AsIs && (fewColumns || weightsTimesActivations));
   kir::Contraction c;
   c.transposed = transposed;
@@ -436,9 +442,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool packB = readDirectly(rhs);
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
-  // (A 32-row tile of A's whole K must fit the stack bound of a run-time packed A: K up to 8192.)
-  const bool bf16 = target.bf16Contractions && !transposed && packB && !c.aPacked && c.m >= kMinBf16Rows &&
-                    roundUp(c.k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
+  const bool bf16 = !transposed && packB && !c.aPacked && bf16Shape(target, c.m, c.k);
   if (bf16) c.operands = DType::BF16;
   chooseTile(target, c);
   if (bf16) {
@@ -478,7 +482,6 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // with a run-time B's block at most 256 KiB more). A transposed GEMM (a conv) is never K-blocked:
   // up to 512 KiB, a 14-row tile of K = 9216 (3 x 3 x 1024 channels); so for packed weights.
   const bool bOnStack = !transposed && c.bLayout != kir::Contraction::BLayout::Packed;
-  if (bf16) c.mc = std::clamp(kMaxTransposedPackedA / (c.kPadded() * 2) / c.mr * c.mr, c.mr, c.mc);
   const int64_t packedABytes = bf16 ? c.mc * c.kPadded() * 2 : c.mc * c.kc * 4;
   if (!c.aPacked && packedABytes > (bOnStack ? 256 << 10 : kMaxTransposedPackedA)) return Result();
 

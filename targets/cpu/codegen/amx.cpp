@@ -29,13 +29,7 @@ llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owne
   llvm::LLVMContext& c = module.getContext();
   llvm::IRBuilder<> b(c);
   llvm::Type* i64 = b.getInt64Ty();
-  llvm::Type* ptr = b.getPtrTy();
-  auto* fty = llvm::FunctionType::get(b.getVoidTy(),
-                                      {ptr, ptr, i64, i64, ptr, i64, b.getInt1Ty(), ptr, i64, ptr, i64, ptr}, false);
-  auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
-  fn->setDoesNotThrow();
-  if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
-  if (!features.empty()) fn->addFnAttr("target-features", features);
+  llvm::Function* fn = createMicrokernelFunction(module, name, cpu, features);
   llvm::Value* a = fn->getArg(0);
   llvm::Value* bp = fn->getArg(1);
   llvm::Value* kLen = fn->getArg(3);
@@ -107,7 +101,7 @@ namespace detail {
 
 // Palette 1 with every tile 16 rows of 64 bytes (A: 16 x 32 bf16, B: 16 pairs x 16 columns, C: 16 x 16
 // f32). The configuration is per thread and the kernel runs on whichever thread takes its tasks: set
-// once per call, before the tasks (LDTILECFG costs about as much as one tile product).
+// once per call, before the tasks.
 void KernelLowering::loadTileConfig() {
   llvm::ArrayType* bytes = llvm::ArrayType::get(b_.getInt8Ty(), 64);
   llvm::AllocaInst* config = entryAlloca(bytes, "tilecfg");
@@ -122,21 +116,22 @@ void KernelLowering::loadTileConfig() {
   b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_ldtilecfg), {config});
 }
 
-// Rows [m0, m1), columns [kc0, kc0 + kLen) of A rounded to bf16 (nearest even) into row tiles
-// [tile][kPadded / 32 steps][32 rows][32], zero past kLen (to its next multiple of kBf16TileK) and
-// past m1: each K step's two A tiles are 2 KiB in a row, and their loads read zeros past the ends.
-void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen,
-                               Value* packed) {
+// Rows [m0, m1) of A, all of K, rounded to bf16 (nearest even) into row tiles [tile][kPadded / 32
+// steps][32 rows][32], zero past K and past m1: each K step's two A tiles are 2 KiB in a row, and
+// their loads read zeros past the ends. A strided A is read at its column stride, a separable one at
+// R(row) + C(p) (C from separable_.colOffset); 16 columns convert as one vector where they are 16
+// floats in a row (always, at unit stride; for a separable A where C runs on: attention's heads
+// merged back, runs of the head size).
+void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* packed) {
   llvm::Type* f32 = b_.getFloatTy();
   llvm::Type* bf16 = b_.getBFloatTy();
   const int64_t rowLength = c.kPadded();
-  Value* padEnd = b_.CreateMul(b_.CreateUDiv(b_.CreateAdd(kLen, i64(kir::kBf16TileK - 1)), i64(kir::kBf16TileK)),
-                               i64(kir::kBf16TileK));
   constexpr int kVector = 16;
   auto* vf32 = llvm::FixedVectorType::get(f32, kVector);
   auto* vbf16 = llvm::FixedVectorType::get(bf16, kVector);
   Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
   Value* zero = llvm::ConstantFP::get(bf16, 0.0);
+  const bool separable = c.aRowIndex != kir::kNoExpr;
   emitLoop(
       i64(0), b_.CreateMul(tiles, i64(c.mr)),
       [&](Value* r) {
@@ -150,82 +145,55 @@ void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* 
               b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(p, i64(kir::kBf16TileK)), i64(c.mr * kir::kBf16TileK)),
                            b_.CreateURem(p, i64(kir::kBf16TileK))));
         };
+        auto zeros = [&](int64_t from, const char* name, llvm::MDNode* hints) {
+          emitLoop(
+              i64(from), i64(rowLength), [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); }, name,
+              hints);
+        };
         Value* row = b_.CreateAdd(m0, r);
         emitIfElse(
             b_.CreateICmpSLT(row, m1),
             [&] {
-              if (c.aRowIndex != kir::kNoExpr) {  // separable: A[R(row) + C(p)], C from the table
+              // Column p of the row, as an offset from aBatch.
+              Value* rowOffset = nullptr;
+              if (separable) {
                 bind(rowVar(c), row);
-                Value* rowOffset = value(c.aRowIndex);
-                auto column = [&](Value* p) {
-                  return b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.bf16Columns, b_.CreateAdd(kc0, p)));
-                };
-                auto scalar = [&](Value* p) {
-                  Value* x = b_.CreateAlignedLoad(
-                      f32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, column(p))), llvm::Align(4));
-                  b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(p), llvm::Align(2));
-                };
-                // 16 columns at a time where they are 16 floats in a row (attention's heads merged
-                // back: runs of the head size; a channels-last patch: runs of the channels).
-                emitLoop(
-                    i64(0), b_.CreateUDiv(kLen, i64(kVector)),
-                    [&](Value* v) {
-                      Value* p = b_.CreateMul(v, i64(kVector));
-                      Value* first = column(p);
-                      Value* run = b_.CreateICmpEQ(b_.CreateSub(column(b_.CreateAdd(p, i64(kVector - 1))), first),
-                                                   i64(kVector - 1));
-                      emitIfElse(
-                          run,
-                          [&] {
-                            Value* x = b_.CreateAlignedLoad(
-                                vf32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, first)),
-                                llvm::Align(4));
-                            b_.CreateAlignedStore(b_.CreateFPTrunc(x, vbf16), at(p), llvm::Align(2));
-                          },
-                          [&] {
-                            emitLoop(p, b_.CreateAdd(p, i64(kVector)), scalar, "apack.bf16.gather.p", noVectorLoop());
-                          });
-                    },
-                    "apack.bf16.gather.v", noVectorLoop());
-                emitLoop(b_.CreateAnd(kLen, i64(~int64_t(kVector - 1))), kLen, scalar, "apack.bf16.gather.tail",
-                         noVectorLoop());
-                emitLoop(
-                    kLen, padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); },
-                    "apack.bf16.pad", noVectorLoop());
-                return;
+                rowOffset = value(c.aRowIndex);
+              } else {
+                rowOffset = b_.CreateMul(row, i64(c.aRowStride));
               }
-              Value* src = b_.CreateInBoundsGEP(
-                  f32, aBatch,
-                  b_.CreateAdd(b_.CreateMul(row, i64(c.aRowStride)), b_.CreateMul(kc0, i64(c.aColStride))));
-              Value* scalarFrom = i64(0);
-              if (c.aColStride == 1) {
-                scalarFrom = b_.CreateAnd(kLen, i64(~int64_t(kVector - 1)));
-                emitLoop(
-                    i64(0), b_.CreateUDiv(kLen, i64(kVector)),
-                    [&](Value* v) {
-                      Value* p = b_.CreateMul(v, i64(kVector));
-                      Value* x = b_.CreateAlignedLoad(vf32, b_.CreateInBoundsGEP(f32, src, p), llvm::Align(4));
+              auto offset = [&](Value* p) {
+                return b_.CreateAdd(rowOffset, separable
+                                                   ? b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.colOffset, p))
+                                                   : b_.CreateMul(p, i64(c.aColStride)));
+              };
+              auto scalar = [&](Value* p) {
+                Value* x = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, aBatch, offset(p)), llvm::Align(4));
+                b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(p), llvm::Align(2));
+              };
+              const bool maybeRuns = separable || c.aColStride == 1;
+              const int64_t vectorEnd = maybeRuns ? c.k / kVector * kVector : 0;
+              emitLoop(
+                  i64(0), i64(vectorEnd / kVector),
+                  [&](Value* v) {
+                    Value* p = b_.CreateMul(v, i64(kVector));
+                    Value* first = offset(p);
+                    auto vector = [&] {
+                      Value* x = b_.CreateAlignedLoad(vf32, b_.CreateInBoundsGEP(f32, aBatch, first), llvm::Align(4));
                       b_.CreateAlignedStore(b_.CreateFPTrunc(x, vbf16), at(p), llvm::Align(2));
-                    },
-                    "apack.bf16.v", noVectorLoop());
-              }
-              emitLoop(
-                  scalarFrom, kLen,
-                  [&](Value* p) {
-                    Value* x = b_.CreateAlignedLoad(
-                        f32, b_.CreateInBoundsGEP(f32, src, b_.CreateMul(p, i64(c.aColStride))), llvm::Align(4));
-                    b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(p), llvm::Align(2));
+                    };
+                    if (!separable) return vector();
+                    Value* run = b_.CreateICmpEQ(b_.CreateSub(offset(b_.CreateAdd(p, i64(kVector - 1))), first),
+                                                 i64(kVector - 1));
+                    emitIfElse(run, vector, [&] {
+                      emitLoop(p, b_.CreateAdd(p, i64(kVector)), scalar, "apack.bf16.gather.p", noVectorLoop());
+                    });
                   },
-                  "apack.bf16.p");
-              emitLoop(
-                  kLen, padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); }, "apack.bf16.pad",
-                  noVectorLoop());
+                  "apack.bf16.v", noVectorLoop());
+              emitLoop(i64(vectorEnd), i64(c.k), scalar, "apack.bf16.p");
+              zeros(c.k, "apack.bf16.pad", noVectorLoop());
             },
-            [&] {
-              emitLoop(
-                  i64(0), padEnd, [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); },
-                  "apack.bf16.zero");
-            });
+            [&] { zeros(0, "apack.bf16.zero", nullptr); });
       },
       "apack.bf16.r");
 }

@@ -69,27 +69,15 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
   b_.CreateStore(i64(-1), packedKey);
   const int64_t blocksPerBatch = c.mBlocks() * c.nBlocks();
   Value* end = smin(fn_->getArg(2), i64(c.numTasks()));  // never past the last task, whatever the caller says
+  const bool bf16 = c.operands == DType::BF16;
   // With one K block every task reads the same column offsets: filled once here instead of per
   // task (a 7 x 7 conv's task is one tile against 4,608 columns: filled per task, the table was a
-  // large share of it).
-  separable_.columnsOnce = c.aRowIndex != kir::kNoExpr && plan.kBlocks == 1 && c.operands != DType::BF16;
+  // large share of it). So with bf16, whose pack reads all of K at once.
+  separable_.columnsOnce = c.aRowIndex != kir::kNoExpr && (plan.kBlocks == 1 || bf16);
   if (separable_.columnsOnce) fillColumnOffsets(c, i64(0), i64(c.k));
   Value* base = bases_[store.slot];
   plan.vectorEpilogue = prepareVectorEpilogue(c, plan);
-  const bool bf16 = c.operands == DType::BF16;
   if (bf16) loadTileConfig();
-  if (bf16 && c.aRowIndex != kir::kNoExpr) {  // a separable A's column offsets, all of K (packBf16A)
-    separable_.bf16Columns =
-        entryAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(c.k)), "acols.bf16");
-    const ExprId p = k_.reductions[0].loop.vars[0];
-    emitLoop(
-        i64(0), i64(c.k),
-        [&](Value* q) {
-          bind(p, q);
-          if (Value* col = value(c.aColIndex)) b_.CreateStore(col, tableAt(separable_.bf16Columns, q));
-        },
-        "acols.bf16.p");
-  }
   // A bf16 B holds kPadded rows a panel, two bf16 a float.
   const int64_t packedPanelFloats = bf16 ? c.kPadded() * c.nr / 2 : c.k * c.nr;
   emitLoop(
@@ -135,19 +123,16 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
               Value* first = b_.CreateICmpEQ(kb, i64(0));
               Value* last = b_.CreateICmpEQ(kb, i64(plan.kBlocks - 1));
               const bool packAtRunTime = !c.aPacked && !plan.aInPlace;  // (else A is read where it is)
-              if (packAtRunTime && bf16) {
-                // Consecutive tasks of a row block share its packed A, all of K (each K block reads
-                // its slice: rows of A's tiles are K step by K step).
-                Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
-                emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
-                  packBf16A(c, aBatch, m0, m1, i64(0), i64(c.k), plan.aPacked);
-                  b_.CreateStore(key, packedKey);
-                });
-              } else if (packAtRunTime && plan.kBlocks == 1) {
+              if (packAtRunTime && (plan.kBlocks == 1 || bf16)) {
                 // One K block: consecutive tasks of a row block (its column blocks) share the packed A.
+                // So with bf16, packed for all of K (each K block reads its slice: A's tiles are K step
+                // by K step).
                 Value* key = b_.CreateAdd(b_.CreateMul(batch, i64(c.m)), m0);
                 emitIf(b_.CreateICmpNE(b_.CreateLoad(b_.getInt64Ty(), packedKey), key), [&] {
-                  packA(c, aBatch, m0, m1, kc0, kLen, plan.aPacked);
+                  if (bf16)
+                    packBf16A(c, aBatch, m0, m1, plan.aPacked);
+                  else
+                    packA(c, aBatch, m0, m1, kc0, kLen, plan.aPacked);
                   b_.CreateStore(key, packedKey);
                 });
               } else if (packAtRunTime) {
@@ -253,7 +238,10 @@ void KernelLowering::emitContractionMicrokernels(const kir::Contraction& c, Cont
   // were most of a kernel's code and compile time): whole tiles and the last of each row block
   // (rows = min(mr, m1 - i0) below).
   const std::vector<bool> rowCountUsed = kir::tileRowCounts(c.m, c.mc, c.mr);
-  if (c.operands == DType::BF16) {  // one microkernel for every row count: A's rows past m are zeros
+  if (c.operands == DType::BF16) {    // one microkernel for every row count: A's rows past m are zeros
+    if (c.aRowIndex != kir::kNoExpr)  // a separable A's C(p), all of K (packBf16A)
+      separable_.colOffset =
+          entryAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(c.k)), "acols.bf16");
     llvm::Function* amx = emitAmxMicrokernel(m_, k_.name, opts_.cpu, opts_.features);
     for (int64_t rows = 1; rows <= c.mr; ++rows)
       plan.micro.push_back(rowCountUsed[static_cast<size_t>(rows)] ? amx : nullptr);
@@ -372,59 +360,36 @@ void KernelLowering::emitBlockTiles(const kir::Contraction& c, const Contraction
 void KernelLowering::emitRegisterTile(const kir::Contraction& c, const ContractionPlan& plan,
                                       const ContractionBlock& block, Value* panel, Value* t, Value* bPanel,
                                       Value* ldb) {
-  computeRegisterTile(c, plan, block, panel, t, bPanel, ldb);
-  finishRegisterTile(c, plan, block, panel, t);
-}
-
-// Where tile (t, panel) lives: its bounds and, where partial sums live in the output, its place there.
-KernelLowering::TilePlace KernelLowering::tilePlace(const kir::Contraction& c, const ContractionPlan& plan,
-                                                    const ContractionBlock& block, Value* panel, Value* t) {
   llvm::Type* f32 = b_.getFloatTy();
-  TilePlace at;
   Value* j0 = b_.CreateMul(panel, i64(c.nr), "j0");
   Value* cols = smin(i64(c.nr), b_.CreateSub(block.n1, j0));
   Value* i0 = b_.CreateAdd(block.m0, b_.CreateMul(t, i64(c.mr)), "i0");
   Value* rows = smin(i64(c.mr), b_.CreateSub(block.m1, i0));
-  at.bounds = {i0, j0, rows, cols};
-  at.cTile =
-      block.cBatch ? b_.CreateInBoundsGEP(f32, block.cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0)) : nullptr;
-  at.ld = c.n;
-  if (plan.partials) {  // a bf16 block's own partial sums: every tile whole
+  // Partial sums of earlier K blocks live in the output: a whole tile is read
+  // and written there in place; an edge tile goes through the scratch tile.
+  // The last K block leaves the tile in scratch for the epilogue.
+  Value* cTile = nullptr;
+  Value* whole = b_.getFalse();
+  int64_t ldC = c.n;    // floats between cTile's rows
+  if (plan.partials) {  // a bf16 block's own partial sums, tile by tile: every tile whole
     Value* inBlock =
         b_.CreateAdd(b_.CreateMul(t, i64(c.nc / c.nr)), b_.CreateSub(panel, b_.CreateUDiv(block.n0, i64(c.nr))));
-    at.cTile = b_.CreateInBoundsGEP(f32, plan.partials, b_.CreateMul(inBlock, i64(c.mr * c.nr)));
-    at.ld = c.nr;
-    at.whole = b_.getTrue();
-    return at;
+    cTile = b_.CreateInBoundsGEP(f32, plan.partials, b_.CreateMul(inBlock, i64(c.mr * c.nr)));
+    ldC = c.nr;
+    whole = b_.getTrue();
+  } else if (block.cBatch) {
+    cTile = b_.CreateInBoundsGEP(f32, block.cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0));
+    whole = b_.CreateICmpEQ(cols, i64(c.nr));
   }
-  // Partial sums of earlier K blocks live in the output: a whole tile is read and written there in
-  // place; an edge tile goes through the scratch tile.
-  at.whole = at.cTile ? b_.CreateICmpEQ(cols, i64(c.nr)) : b_.getFalse();
-  return at;
-}
-
-// The microkernel of tile (t, panel) into plan.tile (or the output, for a whole tile's partial sums).
-void KernelLowering::computeRegisterTile(const kir::Contraction& c, const ContractionPlan& plan,
-                                         const ContractionBlock& block, Value* panel, Value* t, Value* bPanel,
-                                         Value* ldb) {
-  llvm::Type* f32 = b_.getFloatTy();
-  const TilePlace at = tilePlace(c, plan, block, panel, t);
-  Value* i0 = at.bounds.i0;
-  Value* j0 = at.bounds.j0;
-  Value* rows = at.bounds.rows;
-  Value* cols = at.bounds.cols;
-  Value* cTile = at.cTile;
-  Value* whole = at.whole;
-  // The last K block leaves the tile in scratch for the epilogue.
   if (cTile) {
     emitIf(b_.CreateAnd(b_.CreateNot(block.first), b_.CreateNot(whole)),
-           [&] { copyTile(cTile, at.ld, plan.tile, c.nr, rows, cols); });
+           [&] { copyTile(cTile, ldC, plan.tile, c.nr, rows, cols); });
   }
   Value* src = cTile ? b_.CreateSelect(whole, cTile, plan.tile) : plan.tile;
-  Value* ldSrc = b_.CreateSelect(whole, i64(at.ld), i64(c.nr));
+  Value* ldSrc = b_.CreateSelect(whole, i64(ldC), i64(c.nr));
   Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(block.last));
   Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, plan.tile) : plan.tile;
-  Value* ldDst = plan.transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(at.ld), i64(c.nr));
+  Value* ldDst = plan.transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(ldC), i64(c.nr));
   // Row tile t of the block: packed here per K block, or at compile time
   // (tile i0 / mr of all of K, from column kc0 on).
   Value* aTile =
@@ -454,22 +419,13 @@ void KernelLowering::computeRegisterTile(const kir::Contraction& c, const Contra
   std::vector<Value*> args = {aTile, bPanel, ldb,       block.kLen, src, ldSrc, b_.CreateNot(block.first),
                               dst,   ldDst,  noColumns, noSecond,   next};
   callTileMicrokernel(c, plan, block.aBatch, t, rows, args);
-}
-
-// Tile (t, panel)'s epilogue from plan.tile at the last K block; else an edge tile's partial sums
-// back to the output.
-void KernelLowering::finishRegisterTile(const kir::Contraction& c, const ContractionPlan& plan,
-                                        const ContractionBlock& block, Value* panel, Value* t) {
-  const TilePlace at = tilePlace(c, plan, block, panel, t);
-  if (at.cTile) {
+  const TileBounds bounds{i0, j0, rows, cols};
+  if (cTile) {
     emitIfElse(
-        block.last, [&] { emitTileEpilogue(c, plan, at.bounds); },
-        [&] {
-          emitIf(b_.CreateNot(at.whole),
-                 [&] { copyTile(plan.tile, c.nr, at.cTile, at.ld, at.bounds.rows, at.bounds.cols); });
-        });
+        block.last, [&] { emitTileEpilogue(c, plan, bounds); },
+        [&] { emitIf(b_.CreateNot(whole), [&] { copyTile(plan.tile, c.nr, cTile, ldC, rows, cols); }); });
   } else {
-    emitTileEpilogue(c, plan, at.bounds);
+    emitTileEpilogue(c, plan, bounds);
   }
 }
 

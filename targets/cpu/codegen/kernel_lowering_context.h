@@ -138,18 +138,6 @@ class KernelLowering {
   void emitContractionMicrokernels(const kir::Contraction& c, ContractionPlan& plan);
   bool prepareVectorEpilogue(const kir::Contraction& c, const ContractionPlan& plan);
   void emitBlockTiles(const kir::Contraction& c, const ContractionPlan& plan, const ContractionBlock& block);
-  struct TilePlace {
-    TileBounds bounds;
-    Value* cTile;  // where its partial sums live (the output, or ContractionPlan::partials), else null
-    int64_t ld;    // floats between cTile's rows
-    Value* whole;  // i1: the tile's partial sums are read and written at cTile in place
-  };
-  TilePlace tilePlace(const kir::Contraction& c, const ContractionPlan& plan, const ContractionBlock& block,
-                      Value* panel, Value* t);
-  void computeRegisterTile(const kir::Contraction& c, const ContractionPlan& plan, const ContractionBlock& block,
-                           Value* panel, Value* t, Value* bPanel, Value* ldb);
-  void finishRegisterTile(const kir::Contraction& c, const ContractionPlan& plan, const ContractionBlock& block,
-                          Value* panel, Value* t);
   void emitRegisterTile(const kir::Contraction& c, const ContractionPlan& plan, const ContractionBlock& block,
                         Value* panel, Value* t, Value* bPanel, Value* ldb);
   void callTileMicrokernel(const kir::Contraction& c, const ContractionPlan& plan, Value* aBatch, Value* t, Value* rows,
@@ -183,8 +171,7 @@ class KernelLowering {
 
   // --- amx.cpp: bf16 contractions on AMX tiles
   void loadTileConfig();
-  void packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* kc0, Value* kLen,
-                 Value* packed);
+  void packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* packed);
 
   // --- attention.cpp: flash attention
   Status checkAttention(const kir::Attention& a) const;
@@ -240,7 +227,6 @@ class KernelLowering {
     std::array<uint64_t, 2> splitMask = {0, 0};       // per step: the splits that have a microkernel
     llvm::Function* inPlace[2] = {nullptr, nullptr};  // rows 1 and 2 elements apart
     bool columnsOnce = false;                         // one K block: C(p) filled once per call, not per task
-    llvm::AllocaInst* bf16Columns = nullptr;          // a bf16 contraction's C(p) for all of K, filled once
   } separable_;
   // Strided windows (emitStridedWindows): per piece, what dependsOnInner and vectorizable found.
   struct VectorMemo {

@@ -30,6 +30,21 @@ std::string microkernelName(const MicrokernelShape& s) {
   return name;
 }
 
+llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
+                                          const std::string& features) {
+  llvm::IRBuilder<> b(module.getContext());
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* ptr = b.getPtrTy();
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(),
+                                      {ptr, ptr, i64, i64, ptr, i64, b.getInt1Ty(), ptr, i64, ptr, i64, ptr}, false);
+  auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
+  fn->setDoesNotThrow();
+  if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
+  if (!features.empty()) fn->addFnAttr("target-features", features);
+  for (unsigned i : {0u, 1u, 4u, 7u, 9u}) fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
+  return fn;
+}
+
 llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, const MicrokernelShape& s,
                                 const std::string& cpu, const std::string& features) {
   const std::string name = owner + "." + microkernelName(s);
@@ -38,15 +53,8 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, 
   llvm::IRBuilder<> b(c);
   llvm::Type* f32 = b.getFloatTy();
   llvm::Type* i64 = b.getInt64Ty();
-  llvm::Type* fp = f32->getPointerTo();
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(s.lanes));
-  auto* fty = llvm::FunctionType::get(
-      b.getVoidTy(), {fp, fp, i64, i64, fp, i64, b.getInt1Ty(), fp, i64, i64->getPointerTo(), i64, fp}, false);
-  auto* fn = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, module);
-  fn->setDoesNotThrow();
-  if (!cpu.empty()) fn->addFnAttr("target-cpu", cpu);
-  if (!features.empty()) fn->addFnAttr("target-features", features);
-  for (unsigned i : {0u, 1u, 4u, 7u, 9u}) fn->getArg(i)->addAttr(llvm::Attribute::NoCapture);
+  llvm::Function* fn = createMicrokernelFunction(module, name, cpu, features);
   llvm::Value* a = fn->getArg(0);
   llvm::Value* bp = fn->getArg(1);
   llvm::Value* ldb = fn->getArg(2);

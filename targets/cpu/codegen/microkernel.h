@@ -64,6 +64,11 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, 
 llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
                                    const std::string& features);
 
+// The internal function `name` with the signature above (void, from `a` to `next`), for `cpu` with
+// `features`, without a body: both microkernels (FMA and AMX) are called through one switch.
+llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
+                                          const std::string& features);
+
 // "micro." and every field of `shape`: equal names mean equal functions.
 std::string microkernelName(const MicrokernelShape& shape);
 
