@@ -130,8 +130,8 @@ struct Contraction {
   int64_t bOffset = 0, bBatchStride = 0, bRowStride = 0, bColStride = 0;  // Packed: bBatchStride 0 or not
   // The operands' precision. BF16: A is rounded to bfloat16 as it is packed and B was at compile time
   // (BLayout::Packed, in the pairs layout of packPairs: [bBatch][n panels][kPadded / 2][nr][2]); the
-  // products accumulate in f32 on the CPU's matrix tiles (AMX), 32 x 32 a register tile, in one K
-  // block of kc (a multiple of kBf16TileK, or all of K).
+  // products accumulate in f32 (TileTarget::bf16Unit: AMX tiles or VDPBF16PS), 32 x 32 a register
+  // tile, in K blocks of kc (a multiple of kBf16TileK, or all of K).
   DType operands = DType::F32;
   // Register tile and cache blocks (multiples of mr / nr), chosen by the target.
   int lanes = 8;  // f32 lanes of one vector register; nr is a multiple of it
@@ -233,6 +233,8 @@ Overloaded(Fs...) -> Overloaded<Fs...>;
 // pairs of rows x 16 columns of B), which a BF16 contraction's K is padded to.
 inline constexpr int64_t kBf16TileK = 32;
 
+enum class Bf16Unit { None, AmxTiles, Avx512Dot };
+
 struct TileTarget {
   int lanes = 8;                                                       // f32 lanes per vector register
   int vectorRegisters = 16;                                            // architectural vector registers
@@ -241,9 +243,10 @@ struct TileTarget {
   // FMA units). False where half-width FMAs are as fast per FLOP (Zen 4's double-pumped AVX-512, one
   // 512-bit unit, AVX2): there a narrow GEMM takes half-width vectors rather than pad full ones.
   bool fullRateWideFma = false;
-  // Contractions with constant weights run with bf16 operands on AMX tiles (Contraction::operands):
-  // asked for (CompileOptions::precision) and the CPU has AMX-BF16.
-  bool bf16Contractions = false;
+  // How contractions with constant weights run with bf16 operands (Contraction::operands), where
+  // asked for (CompileOptions::precision): on AMX tiles where the CPU has AMX-BF16, else with
+  // AVX512-BF16's VDPBF16PS (Zen 4, Cooper Lake); None: they stay f32.
+  Bf16Unit bf16Unit = Bf16Unit::None;
 };
 
 struct Kernel {

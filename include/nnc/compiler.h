@@ -17,8 +17,9 @@
 namespace nnc {
 
 // What contractions compute in (--precision). F32: exactly as ONNX specifies. BF16 (cpu, on CPUs with
-// AMX-BF16): GEMMs against constant weights round both operands to bfloat16 (the weights at compile
-// time, the activations as they are packed) and accumulate in f32 on the matrix tiles; everything
+// AMX-BF16 or AVX512-BF16): GEMMs against constant weights round both operands to bfloat16 (the weights
+// at compile time, the activations as they are packed) and accumulate in f32 on the matrix tiles or
+// with VDPBF16PS; everything
 // else (normalisations, softmax, reductions, epilogues, model inputs and outputs) stays f32.
 enum class Precision { F32, BF16 };
 inline const char* precisionName(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
@@ -43,6 +44,9 @@ struct CompileOptions {
   // AVX-512 host, 128: SSE's on any x86 host); 0: the host's widest. For measuring and testing every
   // width on one machine.
   int vectorBits = 0;
+  // cpu: LLVM target features added to the host's, "+name,-name,..." (--cpu-features): e.g.
+  // "-amx-tile,-amx-bf16" builds a bf16 model for CPUs with AVX512-BF16 but no AMX.
+  std::string cpuFeatures;
   // Tests only (of `nnc bisect`, `--inject-fault=NODE`): the loop kernels of the group computing
   // this node add 1 to every floating-point value they store.
   std::string faultNode;

@@ -272,8 +272,8 @@ def compile(model, target="cpu", opt=2, shapes=None, bind=None, output=None, thr
     target: "cpu" or "cuda"; opt: 0 (eager) to 3; shapes: {input: shape} for symbolic dims;
     bind: {input: path of a TensorProto .pb} made compile-time constants; output: where to keep the
     model.so (default: a temporary file, deleted once loaded); precision: "f32" (exact) or "bf16"
-    (GEMMs against constant weights on AMX tiles with bf16 operands, f32 accumulation; CPUs with
-    AMX-BF16). Raises CompileError with nnc's diagnostic when the model is refused.
+    (GEMMs against constant weights with bf16 operands, f32 accumulation; CPUs with AMX-BF16 or
+    AVX512-BF16). Raises CompileError with nnc's diagnostic when the model is refused.
     """
     args = [executable(), os.fspath(model), "-O%d" % int(opt), "--target=%s" % target,
             "--precision=%s" % precision]

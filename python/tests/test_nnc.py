@@ -169,9 +169,10 @@ def test_compile_errors_are_the_compilers_diagnostics(tmp_path):
         nnc.load(str(tmp_path / "missing.so"))
 
 
-def amx_bf16_host():
+def bf16_host():
+    """Whether this CPU computes bf16 products: AMX-BF16, or AVX512-BF16 on 512-bit vectors."""
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    return " amx_bf16" in flags and " amx_tile" in flags
+    return (" amx_bf16" in flags and " amx_tile" in flags) or (" avx512_bf16" in flags and " avx512f" in flags)
 
 
 def round_to_bf16(a):
@@ -183,7 +184,8 @@ def round_to_bf16(a):
 
 def test_bf16_precision_rounds_the_gemm_operands_only(tmp_path):
     """precision="bf16": x @ w with both rounded to bf16, summed in f32 (float64 oracle of the rounded
-    operands), the bias and ReLU in f32; refused, naming what is missing, on a CPU without AMX."""
+    operands), the bias and ReLU in f32; refused, naming what is missing, on a CPU with neither AMX-BF16
+    nor AVX512-BF16."""
     rng = np.random.default_rng(1)
     m_, k, n = 40, 300, 70
     w = rng.standard_normal((k, n)).astype(np.float32)
@@ -195,7 +197,7 @@ def test_bf16_precision_rounds_the_gemm_operands_only(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m_, n])],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "g.onnx")
-    if not amx_bf16_host():
+    if not bf16_host():
         with pytest.raises(nnc.CompileError, match="needs a CPU with AMX-BF16"):
             nnc.compile(path, precision="bf16")
         return

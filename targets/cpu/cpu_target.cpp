@@ -62,28 +62,33 @@ class CpuTarget final : public Target {
     llvm_.optLevel = 2;
     llvm_.gemmVectorBits = options.vectorBits;
     llvm_.bf16Contractions = options.precision == Precision::BF16;
+    llvm_.features = options.cpuFeatures;
     tile_ = codegen::hostTileTarget(llvm_);
   }
 
   std::string name() const override { return "cpu"; }
 
-  // bf16 contractions run on AMX tiles only (AVX512-BF16 kernels for CPUs without AMX are not written
-  // yet): refused, naming what is missing, for a CPU without them or an OS that withholds the tiles.
+  // bf16 contractions run on AMX tiles, or with AVX512-BF16's dot products where there is no AMX:
+  // refused, naming what is missing, for a CPU with neither or an OS that withholds the tiles.
   Status checkAvailable() const override {
+    NNC_RETURN_IF_ERROR(codegen::checkCpuFeatures(options_.cpuFeatures));
     if (options_.precision != Precision::BF16) return Status::ok();
-    if (!tile_.bf16Contractions)
+    if (tile_.bf16Unit == kir::Bf16Unit::None)
       return Status::error(
-          "--precision=bf16 needs a CPU with AMX-BF16 (amx-tile and amx-bf16, 512-bit vectors): this host's CPU "
-          "lacks them (bf16 on AVX512-BF16 alone is not implemented yet; use --precision=f32)");
+          "--precision=bf16 needs a CPU with AMX-BF16 (amx-tile and amx-bf16) or AVX512-BF16 (avx512bf16), with "
+          "512-bit vectors: this host's CPU lacks them (use --precision=f32)");
     std::string why;
-    if (!rt::enableAmxTiles(&why)) return Status::error("--precision=bf16: " + why);
+    if (tile_.bf16Unit == kir::Bf16Unit::AmxTiles && !rt::enableAmxTiles(&why))
+      return Status::error("--precision=bf16: " + why);
     return Status::ok();
   }
 
   // What a plan with bf16 contractions needs of the CPU that runs it (checked by nnc_model_create).
   std::vector<std::string> requiredCpuFeatures(const std::vector<kir::Kernel>& kernels) const override {
     for (const kir::Kernel& k : kernels)
-      if (const auto* c = k.as<kir::Contraction>(); c && c->operands == DType::BF16) return {"amx-tile", "amx-bf16"};
+      if (const auto* c = k.as<kir::Contraction>(); c && c->operands == DType::BF16)
+        return tile_.bf16Unit == kir::Bf16Unit::AmxTiles ? std::vector<std::string>{"amx-tile", "amx-bf16"}
+                                                         : std::vector<std::string>{"avx512f", "avx512bf16"};
     return {};
   }
 

@@ -30,7 +30,8 @@ constexpr int64_t kMaxPackedA = 128 << 10, kMaxPackedAWithPackedB = kMaxTranspos
 constexpr int64_t kMinTransposedWeightsK = 128, kMaxTransposedWeightsK = 4096;
 constexpr int64_t kMaxTileRows = 14;  // mr: beyond it the accumulators outgrow 32 registers
 // A bf16 contraction's register tile: 2 x 2 AMX tiles of 16 x 16 f32 accumulators (4 of the 8 tile
-// registers; the other 4 hold two A and two B tiles), 16-lane vectors for its epilogue.
+// registers; the other 4 hold two A and two B tiles), or without AMX four strips of 8 x 32 on
+// vectors (codegen/bf16_dot.cpp); 16-lane vectors for its epilogue.
 constexpr int64_t kBf16TileRows = 32, kBf16TileColumns = 32;
 constexpr int kBf16Lanes = 16;
 // Fewer rows leave most of a 32-row tile's products padding (a matrix-vector product is bound by
@@ -39,7 +40,7 @@ constexpr int64_t kMinBf16Rows = 16;
 // Whether an m x k product may run in bf16 on `target` (kir::Contraction::operands): 16 rows or more,
 // and a 32-row tile of A's whole K within the stack bound of a run-time packed A (K up to 8192).
 bool bf16Shape(const kir::TileTarget& target, int64_t m, int64_t k) {
-  return target.bf16Contractions && m >= kMinBf16Rows &&
+  return target.bf16Unit != kir::Bf16Unit::None && m >= kMinBf16Rows &&
          roundUp(k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
 }
 static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,

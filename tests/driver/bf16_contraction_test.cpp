@@ -1,10 +1,12 @@
-// --precision=bf16 contractions (targets/cpu/codegen/amx.cpp) against a float64 product of the operands
-// rounded to bfloat16 here (the rounding the precision promises: nearest even), so the only difference
-// left is the f32 accumulation: shapes around the 32 x 32 tile and the 256-deep K blocks (edge rows
-// and columns, K not a multiple of the 32-deep tile step, ragged K blocks, several row and column
-// blocks), batched activations against shared weights, a transposed activation (a strided pack),
-// and the epilogues fusion attaches. Each case checks the bf16 path was taken (or, for fewer than
-// 16 rows, not). On a CPU without AMX-BF16 the numeric cases skip; the refusal is tested everywhere.
+// --precision=bf16 contractions (targets/cpu/codegen/amx.cpp, bf16_dot.cpp) against a float64 product
+// of the operands rounded to bfloat16 here (the rounding the precision promises: nearest even), so the
+// only difference left is the f32 accumulation: shapes around the 32 x 32 tile and the 256-deep K
+// blocks (edge rows and columns, K not a multiple of the 32-deep tile step, ragged K blocks, several
+// row and column blocks), batched activations against shared weights, a transposed activation (a
+// strided pack), and the epilogues fusion attaches. Each case checks the bf16 path was taken (or, for
+// fewer than 16 rows, not) and runs on every unit this host has: AMX tiles, and VDPBF16PS (on an AMX
+// host too, with --cpu-features=-amx-tile,-amx-bf16). On a CPU with neither the numeric cases skip;
+// the refusal is tested everywhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +22,21 @@ namespace nnc::testing {
 namespace {
 
 bool hostHasAmxBf16() { return rt::hostHasCpuFeature("amx-tile") && rt::hostHasCpuFeature("amx-bf16"); }
+
+// A unit bf16 products run on: the features that select it on this host, and what its plans need.
+struct Bf16Unit {
+  const char* name;
+  const char* cpuFeatures;
+  const char* needs;
+};
+
+std::vector<Bf16Unit> hostBf16Units() {
+  std::vector<Bf16Unit> units;
+  if (hostHasAmxBf16()) units.push_back({"amx", "", "needs amx-tile amx-bf16"});
+  if (rt::hostHasCpuFeature("avx512f") && rt::hostHasCpuFeature("avx512bf16"))
+    units.push_back({"avx512bf16", hostHasAmxBf16() ? "-amx-tile,-amx-bf16" : "", "needs avx512f avx512bf16"});
+  return units;
+}
 
 // f32 -> bf16 -> f32, round to nearest even (finite inputs), written independently of nnc's.
 double roundToBf16(float f) {
@@ -62,7 +79,7 @@ constexpr Bf16Case kCases[] = {
 class Bf16Contraction : public ::testing::TestWithParam<Bf16Case> {};
 
 TEST_P(Bf16Contraction, MatchesTheRoundedOperandsProductInFloat64) {
-  if (!hostHasAmxBf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (the bf16 path needs it)";
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
   const Bf16Case& c = GetParam();
   std::mt19937 rng(11);
   const Shape aShape = c.batch > 1 ? Shape({c.batch, c.m, c.k}) : c.transposeA ? Shape({c.k, c.m}) : Shape({c.m, c.k});
@@ -104,20 +121,23 @@ TEST_P(Bf16Contraction, MatchesTheRoundedOperandsProductInFloat64) {
         want.setDouble(o, sum);
         largest = std::max(largest, std::abs(sum));
       }
-  CompileOptions options;
-  options.precision = Precision::BF16;
-  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
-  ASSERT_TRUE(model.isOk()) << model.status().message();
-  const std::string& kir = (*model)->report().kernelIr;
-  EXPECT_NE(kir.find("contraction batch"), std::string::npos) << kir;  // a packed GEMM either way
-  EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, c.expectBf16) << kir;
-  EXPECT_EQ((*model)->report().plan.find("needs amx-tile amx-bf16") != std::string::npos, c.expectBf16)
-      << (*model)->report().plan;
-  Expected<std::vector<Tensor>> got = (*model)->run(inputs);
-  ASSERT_TRUE(got.isOk()) << got.status().message();
-  // f32 sums of k products (each exact in f32: two 8-bit significands): rounding alone.
-  const double tol = 2e-7 * static_cast<double>(c.k) * std::max(1.0, largest / 8) + 1e-6;
-  expectNear(got->front(), want, tol, tol, c.name);
+  for (const Bf16Unit& unit : hostBf16Units()) {
+    SCOPED_TRACE(unit.name);
+    CompileOptions options;
+    options.precision = Precision::BF16;
+    options.cpuFeatures = unit.cpuFeatures;
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    const std::string& kir = (*model)->report().kernelIr;
+    EXPECT_NE(kir.find("contraction batch"), std::string::npos) << kir;  // a packed GEMM either way
+    EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, c.expectBf16) << kir;
+    EXPECT_EQ((*model)->report().plan.find(unit.needs) != std::string::npos, c.expectBf16) << (*model)->report().plan;
+    Expected<std::vector<Tensor>> got = (*model)->run(inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    // f32 sums of k products (each exact in f32: two 8-bit significands): rounding alone.
+    const double tol = 2e-7 * static_cast<double>(c.k) * std::max(1.0, largest / 8) + 1e-6;
+    expectNear(got->front(), want, tol, tol, (std::string(c.name) + " on " + unit.name).c_str());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Bf16Contraction, ::testing::ValuesIn(kCases),
@@ -126,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, Bf16Contraction, ::testing::ValuesIn(kCases),
 // Attention's heads merged back before the output projection: A = Reshape(Transpose(x [h, s, d]),
 // [s, h d]), a separable read (column p at (p / d) s d + p % d) that the bf16 pack gathers.
 TEST(Bf16Precision, ASeparableActivationIsGatheredAsItIsPacked) {
-  if (!hostHasAmxBf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (the bf16 path needs it)";
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
   const int64_t h = 4, s = 40, d = 24, n = 50;
   std::mt19937 rng(5);
   Tensor x = randomTensor(DType::F32, Shape({h, s, d}), rng), w = randomTensor(DType::F32, Shape({h * d, n}), rng);
@@ -148,21 +168,26 @@ TEST(Bf16Precision, ASeparableActivationIsGatheredAsItIsPacked) {
                roundToBf16(static_cast<float>(w.getDouble(p * n + j)));
       want.setDouble(i * n + j, sum);
     }
-  CompileOptions options;
-  options.precision = Precision::BF16;
-  Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
-  ASSERT_TRUE(model.isOk()) << model.status().message();
-  const std::string& kir = (*model)->report().kernelIr;
-  EXPECT_NE(kir.find("separable"), std::string::npos) << kir;
-  EXPECT_NE(kir.find("operands=bf16"), std::string::npos) << kir;
-  Expected<std::vector<Tensor>> got = (*model)->run({x});
-  ASSERT_TRUE(got.isOk()) << got.status().message();
-  expectNear(got->front(), want, 1e-4, 1e-4, "heads merged");
+  for (const Bf16Unit& unit : hostBf16Units()) {
+    SCOPED_TRACE(unit.name);
+    CompileOptions options;
+    options.precision = Precision::BF16;
+    options.cpuFeatures = unit.cpuFeatures;
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    const std::string& kir = (*model)->report().kernelIr;
+    EXPECT_NE(kir.find("separable"), std::string::npos) << kir;
+    EXPECT_NE(kir.find("operands=bf16"), std::string::npos) << kir;
+    Expected<std::vector<Tensor>> got = (*model)->run({x});
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    expectNear(got->front(), want, 1e-4, 1e-4, "heads merged");
+  }
 }
 
-// A CPU without AMX, or a tile target without it (here: AVX2's 256-bit vectors on any host), is refused
-// with what is missing, not compiled to f32 behind the user's back.
-TEST(Bf16Precision, RefusedWhereTheCpuHasNoAmx) {
+// A CPU with neither AMX-BF16 nor AVX512-BF16, or a tile target without them (here: AVX2's 256-bit
+// vectors on any host), is refused with what is missing, not compiled to f32 behind the user's back;
+// so is a feature LLVM does not know.
+TEST(Bf16Precision, RefusedWhereTheCpuHasNoBf16Unit) {
   Graph g;
   GraphBuilder b(g);
   std::mt19937 rng(3);
@@ -173,7 +198,22 @@ TEST(Bf16Precision, RefusedWhereTheCpuHasNoAmx) {
   options.vectorBits = 256;
   Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
   ASSERT_FALSE(model.isOk());
+  EXPECT_NE(model.status().message().find("needs a CPU with AMX-BF16 (amx-tile and amx-bf16) or AVX512-BF16"),
+            std::string::npos)
+      << model.status().message();
+  options.vectorBits = 0;
+  options.cpuFeatures = "-amx-tile,-avx512bf16";  // neither unit left, whatever the host has
+  model = compileJit(g, options);
+  ASSERT_FALSE(model.isOk());
   EXPECT_NE(model.status().message().find("needs a CPU with AMX-BF16"), std::string::npos) << model.status().message();
+  for (const char* bad : {"-no-such-feature", "avx512f", "+"}) {
+    options.cpuFeatures = bad;
+    model = compileJit(g, options);
+    ASSERT_FALSE(model.isOk()) << bad;
+    EXPECT_NE(model.status().message().find(std::string("--cpu-features: '") + bad + "'"), std::string::npos)
+        << model.status().message();
+  }
+  options.cpuFeatures.clear();
   options.target = "cuda";
   options.vectorBits = 0;
   model = compileJit(g, options);

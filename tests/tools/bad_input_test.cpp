@@ -255,6 +255,10 @@ TEST_F(BadInput, BadOptionValues) {
   expectError({"model.onnx", "-o", "model.so", "--precision=auto"},
               {"nnc: error: --precision=auto is not implemented yet (use f32 or bf16)"});
   expectError({"model.onnx", "-o", "model.so", "--bind", "y=nofile.pb"}, {"nnc: error: nofile.pb: cannot read"});
+  expectError({"model.onnx", "-o", "model.so", "--cpu-features=amx-tile"},
+              {"--cpu-features: 'amx-tile' is not +name or -name (e.g. -amx-tile)"});
+  expectError({"model.onnx", "-o", "model.so", "--cpu-features=+no-such-feature"},
+              {"--cpu-features: '+no-such-feature' is not a feature LLVM knows for"});
 }
 
 TEST_F(BadInput, NoOutputOrTwoModels) {

@@ -149,6 +149,8 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       } else {
         return Status::error("unknown precision '" + v + "' (use f32 or bf16)");
       }
+    } else if (is("--cpu-features")) {
+      NNC_ASSIGN_OR_RETURN(o.compile.cpuFeatures, value("--cpu-features"));
     } else if (arg == "--no-cuda-graphs") {
       o.compile.cudaGraphs = NNC_CUDA_GRAPHS_OFF;
     } else if (arg == "--emulate") {

@@ -38,8 +38,9 @@ Status KernelLowering::checkContraction(const kir::Contraction& c) const {
       static_cast<size_t>(c.bSlot) < k_.params.size() && k_.params[c.aSlot].dtype == DType::F32 &&
       k_.params[c.bSlot].dtype == (c.operands == DType::BF16 ? DType::BF16 : DType::F32) &&
       (c.operands == DType::F32 ||
-       (c.operands == DType::BF16 && !c.transposed && !c.aPacked && c.bLayout == kir::Contraction::BLayout::Packed &&
-        c.mr == 32 && c.nr == 32 && c.lanes == 16 && (c.kc >= c.k || c.kc % kir::kBf16TileK == 0))) &&
+       (c.operands == DType::BF16 && opts_.bf16Unit != kir::Bf16Unit::None && !c.transposed && !c.aPacked &&
+        c.bLayout == kir::Contraction::BLayout::Packed && c.mr == 32 && c.nr == 32 && c.lanes == 16 &&
+        (c.kc >= c.k || c.kc % kir::kBf16TileK == 0))) &&
       (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
       (c.partialsInOutput || c.kc >= c.k) && (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
   return ok ? Status::ok() : Status::error("inconsistent contraction: " + c.str());
@@ -77,7 +78,8 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
   if (separable_.columnsOnce) fillColumnOffsets(c, i64(0), i64(c.k));
   Value* base = bases_[store.slot];
   plan.vectorEpilogue = prepareVectorEpilogue(c, plan);
-  if (bf16) loadTileConfig();
+  const bool amx = bf16 && opts_.bf16Unit == kir::Bf16Unit::AmxTiles;
+  if (amx) loadTileConfig();
   // A bf16 B holds kPadded rows a panel, two bf16 a float.
   const int64_t packedPanelFloats = bf16 ? c.kPadded() * c.nr / 2 : c.k * c.nr;
   emitLoop(
@@ -145,7 +147,7 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
       },
       "task");
   // Back to the initial tile state: a thread that has released its tiles saves and restores none.
-  if (bf16) b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilerelease));
+  if (amx) b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilerelease));
 }
 
 // The decisions that depend only on the contraction's shape and the target, and the per-call
@@ -242,9 +244,11 @@ void KernelLowering::emitContractionMicrokernels(const kir::Contraction& c, Cont
     if (c.aRowIndex != kir::kNoExpr)  // a separable A's C(p), all of K (packBf16A)
       separable_.colOffset =
           entryAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(c.k)), "acols.bf16");
-    llvm::Function* amx = emitAmxMicrokernel(m_, k_.name, opts_.cpu, opts_.features);
+    llvm::Function* tile = opts_.bf16Unit == kir::Bf16Unit::AmxTiles
+                               ? emitAmxMicrokernel(m_, k_.name, opts_.cpu, opts_.features)
+                               : emitBf16DotMicrokernel(m_, k_.name, opts_.cpu, opts_.features);
     for (int64_t rows = 1; rows <= c.mr; ++rows)
-      plan.micro.push_back(rowCountUsed[static_cast<size_t>(rows)] ? amx : nullptr);
+      plan.micro.push_back(rowCountUsed[static_cast<size_t>(rows)] ? tile : nullptr);
     return;
   }
   for (int64_t rows = 1; rows <= c.mr; ++rows) {

@@ -10,6 +10,7 @@
 #include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/OptimizationLevel.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -87,6 +88,14 @@ bool hasFeature(const std::string& features, const std::string& name) {
     if (f == "-" + name) on = false;
   }
   return on;
+}
+
+// Where a CPU with `features` computes bf16 products: AMX tiles, else AVX512-BF16's dot product on
+// 512-bit vectors.
+kir::Bf16Unit bf16UnitOf(const std::string& features) {
+  if (!hasFeature(features, "avx512f")) return kir::Bf16Unit::None;
+  if (hasFeature(features, "amx-tile") && hasFeature(features, "amx-bf16")) return kir::Bf16Unit::AmxTiles;
+  return hasFeature(features, "avx512bf16") ? kir::Bf16Unit::Avx512Dot : kir::Bf16Unit::None;
 }
 
 // glibc's libmvec in this process, so the JIT resolves the _ZGV* variants (loaded once).
@@ -487,6 +496,7 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   const kir::TileTarget tile = hostTileTarget(opts);
   lowering.vectorLanes = tile.lanes;
   lowering.l2Bytes = tile.l2Bytes;
+  lowering.bf16Unit = bf16UnitOf(impl->features);
   impl->vectorMathLanes = vectorMathLanes(opts, lowering.vectorLanes, impl->triple, impl->features);
   lowering.vectorMathLanes = impl->vectorMathLanes;
 
@@ -570,6 +580,28 @@ bool hasFullRateWideFma(const CpuTargetOptions& opts, const std::string& cpu) {
   return std::find(std::begin(kServerCores), std::end(kServerCores), cpu) != std::end(kServerCores);
 }
 
+Status checkCpuFeatures(const std::string& features) {
+  if (features.empty()) return Status::ok();
+  initializeLlvmOnce();
+  const std::string triple = llvm::sys::getProcessTriple();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target) return Status::error("cpu backend: no LLVM target for '" + triple + "': " + err);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, "", ""));
+  if (!info) return Status::error("cpu backend: no subtarget information for '" + triple + "'");
+  for (const std::string& f : splitFeatures(features)) {
+    const std::string name = f.substr(1);
+    const bool known = (f[0] == '+' || f[0] == '-') &&
+                       std::any_of(info->getAllProcessorFeatures().begin(), info->getAllProcessorFeatures().end(),
+                                   [&](const llvm::SubtargetFeatureKV& kv) { return name == kv.Key; });
+    if (!known)
+      return Status::error(
+          "--cpu-features: '" + f + "' is not " +
+          (f[0] == '+' || f[0] == '-' ? "a feature LLVM knows for " + triple : "+name or -name (e.g. -amx-tile)"));
+  }
+  return Status::ok();
+}
+
 kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
   initializeLlvmOnce();
   std::string cpu, features;
@@ -582,7 +614,7 @@ kir::TileTarget hostTileTarget(const CpuTargetOptions& opts) {
     t.lanes = 16;
     t.vectorRegisters = 32;
     t.fullRateWideFma = hasFullRateWideFma(opts, cpu);
-    t.bf16Contractions = opts.bf16Contractions && hasFeature(features, "amx-tile") && hasFeature(features, "amx-bf16");
+    if (opts.bf16Contractions) t.bf16Unit = bf16UnitOf(features);
   } else if (x86 && hasFeature(features, "avx") && (any || opts.gemmVectorBits >= 256)) {
     t.lanes = 8;
     t.vectorRegisters = 16;

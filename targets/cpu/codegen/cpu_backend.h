@@ -45,8 +45,8 @@ struct CpuTargetOptions {
   // x86 host on SSE's (CompileOptions::vectorBits, for measuring and testing every width on one
   // machine).
   int gemmVectorBits = 0;
-  // Contractions against constant weights with bf16 operands on AMX tiles where the CPU has AMX-BF16
-  // (CompileOptions::precision; kir::TileTarget::bf16Contractions says whether they will).
+  // Contractions against constant weights with bf16 operands where the CPU has AMX-BF16 or
+  // AVX512-BF16 (CompileOptions::precision; kir::TileTarget::bf16Unit says whether and on what).
   bool bf16Contractions = false;
   // Threads that lower, optimise and compile kernels (one module part each): 0 = one per core, at
   // most kMaxCompileThreads.
@@ -58,6 +58,10 @@ inline constexpr size_t kMaxCompileThreads = 16;
 // The host's vector width, vector register count and cache sizes under `opts`, for shaping
 // contractions (targets/cpu/lower_contraction.h).
 kir::TileTarget hostTileTarget(const CpuTargetOptions& opts);
+
+// Whether `features` ("+name,-name,...", CpuTargetOptions::features) names only features LLVM knows
+// for the host's architecture; the error names the first it does not.
+Status checkCpuFeatures(const std::string& features);
 
 // The layout of one nnc_model_kernels entry.
 struct NncKernelEntry {

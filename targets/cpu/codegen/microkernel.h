@@ -64,8 +64,14 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, 
 llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
                                    const std::string& features);
 
+// The same tile without AMX (kir::Bf16Unit::Avx512Dot): the operands, arguments and result of
+// emitAmxMicrokernel's, computed with AVX512-BF16's VDPBF16PS on vector accumulators, in strips of
+// 8 rows. Needs no tile configuration.
+llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
+                                       const std::string& features);
+
 // The internal function `name` with the signature above (void, from `a` to `next`), for `cpu` with
-// `features`, without a body: both microkernels (FMA and AMX) are called through one switch.
+// `features`, without a body: the microkernels (FMA, AMX, VDPBF16PS) are called through one switch.
 llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
                                           const std::string& features);
 

@@ -1,0 +1,141 @@
+// bf16 contractions without AMX (kir::Bf16Unit::Avx512Dot): the 32 x 32 register tile of a BF16
+// contraction computed with AVX512-BF16's VDPBF16PS, which multiplies 16 pairs of bf16 by 16 pairs
+// and adds each pair's two products into one f32 lane: 32 multiply-adds per instruction where an f32
+// FMA does 16. The operands are the AMX path's (packBf16A's A, packPairs' B), so everything but this
+// function is shared with it.
+//
+// 32 x 32 f32 accumulators are 64 vectors, twice the register file: the tile is computed as four
+// strips of 8 rows x 32 columns, 16 accumulators each, the strip's A rows broadcast one pair at a
+// time against B's two vectors of a pair row. A K block's B (kc / 2 pair rows of 128 bytes: 16 KiB
+// at kc = 256) is read once per strip, from L1; per pair row a strip issues 2 vector loads and 8
+// broadcasts for 16 dot products, so the loop is bound by the dot products (Zen 4 retires one
+// 512-bit VDPBF16PS per cycle; latency 6 over 16 independent chains).
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
+#include <vector>
+
+#include "kir/kernel_ir.h"
+#include "targets/cpu/codegen/microkernel.h"
+
+namespace nnc::codegen::llvmcpu {
+
+namespace {
+constexpr int64_t kTileRows = 32, kStripRows = 8, kVectors = 2, kLanes = 16;
+constexpr int64_t kARowBytes = kir::kBf16TileK * 2;           // one row of a packed A K step: 32 bf16
+constexpr int64_t kAStepBytes = kTileRows * kARowBytes;       // a K step of the packed A tile
+constexpr int64_t kPairRowBytes = kVectors * kLanes * 2 * 2;  // a B pair row: 32 columns x 2 bf16
+constexpr int64_t kPairsPerStep = kir::kBf16TileK / 2;        // pair rows per K step
+}  // namespace
+
+llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
+                                       const std::string& features) {
+  const std::string name = owner + ".bf16dot";
+  if (llvm::Function* existing = module.getFunction(name)) return existing;
+  llvm::LLVMContext& c = module.getContext();
+  llvm::IRBuilder<> b(c);
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* i8 = b.getInt8Ty();
+  llvm::Type* f32 = b.getFloatTy();
+  auto* vf32 = llvm::FixedVectorType::get(f32, kLanes);
+  auto* vbf16 = llvm::FixedVectorType::get(b.getBFloatTy(), 2 * kLanes);
+  llvm::Function* fn = createMicrokernelFunction(module, name, cpu, features);
+  llvm::Value* a = fn->getArg(0);
+  llvm::Value* bp = fn->getArg(1);
+  llvm::Value* kLen = fn->getArg(3);
+  llvm::Value* src = fn->getArg(4);
+  llvm::Value* ldSrc = fn->getArg(5);
+  llvm::Value* accumulate = fn->getArg(6);
+  llvm::Value* dst = fn->getArg(7);
+  llvm::Value* ldDst = fn->getArg(8);
+  llvm::Function* dot = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512);
+  const llvm::Align elementAlign(4);
+
+  auto* entry = llvm::BasicBlock::Create(c, "entry", fn);
+  auto* strip = llvm::BasicBlock::Create(c, "strip", fn);
+  auto* partials = llvm::BasicBlock::Create(c, "partials", fn);
+  auto* start = llvm::BasicBlock::Create(c, "start", fn);
+  auto* loop = llvm::BasicBlock::Create(c, "k", fn);
+  auto* stripDone = llvm::BasicBlock::Create(c, "strip.done", fn);
+  auto* exit = llvm::BasicBlock::Create(c, "done", fn);
+  b.SetInsertPoint(entry);
+  llvm::Value* steps = b.CreateUDiv(b.CreateAdd(kLen, b.getInt64(kir::kBf16TileK - 1)), b.getInt64(kir::kBf16TileK));
+  b.CreateBr(strip);
+
+  // Strip s: rows [8 s, 8 s + 8) of the tile.
+  b.SetInsertPoint(strip);
+  llvm::PHINode* s = b.CreatePHI(i64, 2, "s");
+  s->addIncoming(b.getInt64(0), entry);
+  llvm::Value* row0 = b.CreateMul(s, b.getInt64(kStripRows));
+  llvm::Value* aStrip = b.CreateInBoundsGEP(i8, a, b.CreateMul(row0, b.getInt64(kARowBytes)));
+  llvm::Value* srcStrip = b.CreateInBoundsGEP(f32, src, b.CreateMul(row0, ldSrc));
+  llvm::Value* dstStrip = b.CreateInBoundsGEP(f32, dst, b.CreateMul(row0, ldDst));
+  auto element = [&](llvm::Value* base, llvm::Value* ld, int64_t r, int64_t v) {
+    return b.CreateConstInBoundsGEP1_64(f32, b.CreateInBoundsGEP(f32, base, b.CreateMul(b.getInt64(r), ld)),
+                                        v * kLanes);
+  };
+  b.CreateCondBr(accumulate, partials, start);
+  b.SetInsertPoint(partials);
+  std::vector<llvm::Value*> loaded;
+  for (int64_t r = 0; r < kStripRows; ++r)
+    for (int64_t v = 0; v < kVectors; ++v)
+      loaded.push_back(b.CreateAlignedLoad(vf32, element(srcStrip, ldSrc, r, v), elementAlign));
+  b.CreateBr(start);
+  b.SetInsertPoint(start);
+  std::vector<llvm::Value*> init;
+  for (llvm::Value* partial : loaded) {
+    llvm::PHINode* phi = b.CreatePHI(vf32, 2);
+    phi->addIncoming(llvm::ConstantAggregateZero::get(vf32), strip);
+    phi->addIncoming(partial, partials);
+    init.push_back(phi);
+  }
+  b.CreateBr(loop);
+
+  // One K step of 32: the strip's 8 rows x 64 bytes of A (rows 64 bytes apart, steps 2 KiB apart) and
+  // 16 pair rows of B (2 KiB, contiguous).
+  b.SetInsertPoint(loop);
+  llvm::PHINode* step = b.CreatePHI(i64, 2, "step");
+  step->addIncoming(b.getInt64(0), start);
+  std::vector<llvm::PHINode*> acc;
+  for (llvm::Value* v : init) {
+    acc.push_back(b.CreatePHI(vf32, 2, "acc"));
+    acc.back()->addIncoming(v, start);
+  }
+  std::vector<llvm::Value*> sums(acc.begin(), acc.end());
+  llvm::Value* aStep = b.CreateInBoundsGEP(i8, aStrip, b.CreateMul(step, b.getInt64(kAStepBytes)));
+  llvm::Value* bStep = b.CreateInBoundsGEP(i8, bp, b.CreateMul(step, b.getInt64(kPairsPerStep * kPairRowBytes)));
+  for (int64_t q = 0; q < kPairsPerStep; ++q) {
+    llvm::Value* bv[kVectors];
+    for (int64_t v = 0; v < kVectors; ++v)
+      bv[v] = b.CreateAlignedLoad(vbf16, b.CreateConstInBoundsGEP1_64(i8, bStep, q * kPairRowBytes + v * kLanes * 4),
+                                  elementAlign, "b");
+    for (int64_t r = 0; r < kStripRows; ++r) {
+      llvm::Value* pair = b.CreateAlignedLoad(
+          b.getInt32Ty(), b.CreateConstInBoundsGEP1_64(i8, aStep, r * kARowBytes + q * 4), elementAlign, "a.pair");
+      llvm::Value* splat = b.CreateBitCast(b.CreateVectorSplat(kLanes, pair), vbf16);
+      for (int64_t v = 0; v < kVectors; ++v) {
+        const size_t t = static_cast<size_t>(r * kVectors + v);
+        sums[t] = b.CreateCall(dot, {sums[t], splat, bv[v]});
+      }
+    }
+  }
+  llvm::Value* next = b.CreateAdd(step, b.getInt64(1), "step.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  step->addIncoming(next, loop);
+  for (size_t t = 0; t < acc.size(); ++t) acc[t]->addIncoming(sums[t], loop);
+  b.CreateCondBr(b.CreateICmpULT(next, steps), loop, stripDone);
+
+  b.SetInsertPoint(stripDone);
+  for (int64_t r = 0; r < kStripRows; ++r)
+    for (int64_t v = 0; v < kVectors; ++v)
+      b.CreateAlignedStore(sums[static_cast<size_t>(r * kVectors + v)], element(dstStrip, ldDst, r, v), elementAlign);
+  llvm::Value* sNext = b.CreateAdd(s, b.getInt64(1), "s.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  s->addIncoming(sNext, stripDone);
+  b.CreateCondBr(b.CreateICmpULT(sNext, b.getInt64(kTileRows / kStripRows)), strip, exit);
+
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  return fn;
+}
+
+}  // namespace nnc::codegen::llvmcpu
