@@ -138,8 +138,9 @@ class CpuTarget final : public Target {
     for (const PackedOperand& p : gemm->packed) {
       if (p.bf16Pairs) {
         lowered.packed.push_back({p.value,
-                                  "bf16 pairs width " + std::to_string(p.width) + " k " + std::to_string(p.bf16Pairs),
-                                  [p] { return packPairs(p.value->constant(), p.width, p.bf16Pairs); }});
+                                  "bf16 pairs axis " + std::to_string(p.tiledAxis) + " width " +
+                                      std::to_string(p.width) + " k " + std::to_string(p.bf16Pairs),
+                                  [p] { return packPairs(p.value->constant(), p.tiledAxis, p.width, p.bf16Pairs); }});
         continue;
       }
       lowered.packed.push_back({p.value,

@@ -316,18 +316,19 @@ std::optional<OperandIndex> operandIndex(kir::Kernel& k, kir::ExprId index, cons
   return s;
 }
 
-// The InputLayout reading a value stored as packPairs(value, width, kPadded) holds it (bf16):
-// element [batch..., p, j] at ((batch * panels + j / width) * kPadded / 2 + p / 2) * 2 width +
-// (j % width) * 2 + p % 2.
-InputLayout pairsLayout(const Shape& shape, int64_t width, int64_t kPadded, int64_t batches) {
-  const int64_t cols = shape[shape.rank() - 1];
+// The InputLayout reading a value stored as packPairs(value, tiledAxis, width, kPadded) holds it
+// (bf16): element [batch..., p, j] (kTiledColumns; [batch..., j, p] with kTiledRows) at
+// ((batch * panels + j / width) * kPadded / 2 + p / 2) * 2 width + (j % width) * 2 + p % 2.
+InputLayout pairsLayout(const Shape& shape, int tiledAxis, int64_t width, int64_t kPadded, int64_t batches) {
+  const bool kLast = tiledAxis == kTiledRows;
+  const int64_t cols = shape[shape.rank() - (kLast ? 2 : 1)];
   const int64_t panels = (cols + width - 1) / width;
   const Shape batchShape(std::vector<int64_t>(shape.dims().begin(), shape.dims().end() - 2));
   InputLayout layout{
       batches * panels * kPadded * width, [=](kir::KernelBuilder& kb, const std::vector<kir::ExprId>& idx) {
         const size_t rank = idx.size();
         const kir::ExprId flatBatch = kb.flatIndex(std::vector<kir::ExprId>(idx.begin(), idx.end() - 2), batchShape);
-        const kir::ExprId p = idx[rank - 2], j = idx[rank - 1];
+        const kir::ExprId p = idx[rank - (kLast ? 1 : 2)], j = idx[rank - (kLast ? 2 : 1)];
         const kir::ExprId w = kb.i64(width), two = kb.i64(2);
         const kir::ExprId panel = kb.add(kb.mul(flatBatch, kb.i64(panels)), kb.div(j, w));
         const kir::ExprId pair = kb.add(kb.mul(panel, kb.i64(kPadded / 2)), kb.div(p, two));
@@ -421,16 +422,19 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
     return n->op() == OpKind::Im2Col && n->attrs().getInt("patch_rows") == 0;
   });
   // A bf16 GEMM against constant weights stays as it is: its 32 x 32 tiles pad few columns, but run
-  // several times faster than f32 FMAs however they are arranged.
+  // several times faster than f32 FMAs however they are arranged. Constant weights times activations
+  // (a channel-first 1 x 1 conv) is transposed for bf16 at any size: the weights are then the B that
+  // bf16 needs packed at compile time (as a conv's, whose patches make it transposed anyway).
   const bool bf16AsIs = b->isConstant() && !a->isConstant() && bf16Shape(target, gemm->m, gemm->k);
-  const bool transposed = inPlacePatches || (!bf16AsIs && (fewColumns || weightsTimesActivations));
+  const bool bf16Transposed = a->isConstant() && !b->isConstant() && bf16Shape(target, gemm->n, gemm->k);
+  const bool transposed = inPlacePatches || bf16Transposed || (!bf16AsIs && (fewColumns || weightsTimesActivations));
   kir::Contraction c;
   c.transposed = transposed;
   c.batch = gemm->batch;
   c.m = transposed ? gemm->n : gemm->m;
   c.n = transposed ? gemm->m : gemm->n;
   c.k = gemm->k;
-  c.partialsInOutput = !transposed && out->dtype() == DType::F32;
+  c.partialsInOutput = !transposed && out->dtype() == DType::F32;  // (for bf16: see below)
   // The GEMM's operands: lhs (its A) and rhs (its B), each packed at compile time when it is a
   // constant read as it is (no prologue): B into panels, A (a conv's weights) into row tiles.
   const Value* lhs = transposed ? b : a;
@@ -443,8 +447,11 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool packB = readDirectly(rhs);
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
-  const bool bf16 = !transposed && packB && !c.aPacked && bf16Shape(target, c.m, c.k);
+  const bool bf16 = packB && !c.aPacked && bf16Shape(target, c.m, c.k);
   if (bf16) c.operands = DType::BF16;
+  // K blocks keep a bf16 GEMM's partial sums in a block of their own, never in the output: a
+  // transposed one (a conv's) may have them too.
+  if (bf16) c.partialsInOutput = out->dtype() == DType::F32;
   chooseTile(target, c);
   if (bf16) {
     c.lanes = kBf16Lanes;
@@ -495,7 +502,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
     result.packed.push_back({lhs, lhsTiled, c.mr});
   }
   if (packB && bf16) {
-    layouts[rhs] = pairsLayout(rhs->shape(), c.nr, c.kPadded(), rhsStride == 0 ? 1 : c.batch);
+    layouts[rhs] = pairsLayout(rhs->shape(), rhsTiled, c.nr, c.kPadded(), rhsStride == 0 ? 1 : c.batch);
     result.packed.push_back({rhs, rhsTiled, c.nr, c.kPadded()});
   } else if (packB) {
     layouts[rhs] = tiledLayout(rhs->shape(), rhsTiled, c.nr, rhsStride == 0 ? 1 : c.batch);
@@ -558,9 +565,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   return Result(std::move(result));
 }
 
-Tensor packPairs(const Tensor& matrix, int64_t width, int64_t kPadded) {
+Tensor packPairs(const Tensor& matrix, int tiledAxis, int64_t width, int64_t kPadded) {
   const Shape& s = matrix.shape();
-  const int64_t k = s[s.rank() - 2], n = s[s.rank() - 1];
+  const bool kLast = tiledAxis == kTiledRows;  // [batch..., n, k]
+  const int64_t k = s[s.rank() - (kLast ? 1 : 2)], n = s[s.rank() - (kLast ? 2 : 1)];
   const int64_t batches = k * n == 0 ? 0 : matrix.numel() / (k * n);
   const int64_t panels = (n + width - 1) / width;
   Tensor packed(DType::BF16, Shape({batches * panels * kPadded * width}));  // zero-filled
@@ -570,7 +578,7 @@ Tensor packPairs(const Tensor& matrix, int64_t width, int64_t kPadded) {
     for (int64_t p = 0; p < k; ++p)
       for (int64_t j = 0; j < n; ++j)
         dst[(((bi * panels + j / width) * (kPadded / 2) + p / 2) * width + j % width) * 2 + p % 2] =
-            f32ToBF16(src[(bi * k + p) * n + j]);
+            f32ToBF16(src[bi * k * n + (kLast ? j * k + p : p * n + j)]);
   return packed;
 }
 

@@ -19,7 +19,7 @@ struct PackedOperand {
   const Value* value;
   int tiledAxis;  // kTiledRows or kTiledColumns
   int64_t width;
-  int64_t bf16Pairs = 0;  // nonzero: packPairs(value, width, bf16Pairs) (a bf16 contraction's B), K padded to it
+  int64_t bf16Pairs = 0;  // nonzero: packPairs(value, tiledAxis, width, bf16Pairs) (a bf16 contraction's B)
 };
 
 struct LoweredContraction {
@@ -47,9 +47,10 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
 inline constexpr int kTiledRows = 0, kTiledColumns = 1;
 Tensor packTiles(const Tensor& matrix, int tiledAxis, int64_t width);
 
-// A bf16 contraction's B ([batch..., k, n], f32) rounded to bf16 (nearest even) in the pairs layout
-// AMX's tile loads read: column panels of `width`, each [kPadded / 2][width][2] — rows p and p + 1 of
-// a column side by side — zero past k (up to kPadded, a multiple of 2) and past n.
-Tensor packPairs(const Tensor& matrix, int64_t width, int64_t kPadded);
+// A bf16 contraction's B (f32: [batch..., k, n] with tiledAxis kTiledColumns, or a transposed GEMM's
+// weights [batch..., n, k] with kTiledRows) rounded to bf16 (nearest even) in the pairs layout AMX's
+// tile loads and VDPBF16PS read: panels of `width` of B's columns, each [kPadded / 2][width][2] —
+// rows p and p + 1 of a column side by side — zero past k (up to kPadded, a multiple of 2) and past n.
+Tensor packPairs(const Tensor& matrix, int tiledAxis, int64_t width, int64_t kPadded);
 
 }  // namespace nnc

@@ -184,6 +184,76 @@ TEST(Bf16Precision, ASeparableActivationIsGatheredAsItIsPacked) {
   }
 }
 
+// Convolutions (channel-first): the weights the compile-time packed B of a transposed GEMM, pixels x
+// output channels, the input's patches read through the separable pack (padding, strides) or, for a
+// 1 x 1 conv, the activations read as channels x pixels; bias and ReLU in the epilogue.
+struct Bf16ConvCase {
+  const char* name;
+  int64_t cin, cout, h, w, kernel, stride, pad;
+};
+
+constexpr Bf16ConvCase kConvCases[] = {
+    {"ThreeByThree", 24, 40, 13, 11, 3, 1, 1},
+    {"ThreeByThreeStrided", 32, 36, 15, 14, 3, 2, 1},
+    {"PointwiseManyChannels", 300, 70, 9, 10, 1, 1, 0},  // K blocks of 256, the last ragged
+    {"SevenBySevenStem", 3, 34, 22, 20, 7, 2, 3},
+};
+
+class Bf16Conv : public ::testing::TestWithParam<Bf16ConvCase> {};
+
+TEST_P(Bf16Conv, MatchesTheRoundedOperandsConvInFloat64) {
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  const Bf16ConvCase& c = GetParam();
+  std::mt19937 rng(17);
+  const int64_t kk = c.kernel, oh = (c.h + 2 * c.pad - kk) / c.stride + 1, ow = (c.w + 2 * c.pad - kk) / c.stride + 1;
+  Tensor x = randomTensor(DType::F32, Shape({1, c.cin, c.h, c.w}), rng);
+  Tensor w = randomTensor(DType::F32, Shape({c.cout, c.cin, kk, kk}), rng);
+  Tensor bias = randomTensor(DType::F32, Shape({c.cout}), rng);
+  Graph g;
+  GraphBuilder b(g);
+  Attributes attrs;
+  attrs.set("kernel_shape", std::vector<int64_t>{kk, kk});
+  attrs.set("strides", std::vector<int64_t>{c.stride, c.stride});
+  attrs.set("pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad});
+  Value* conv =
+      b.op(OpKind::Conv, {b.input("x", DType::F32, x.shape()), b.constant(w, "w"), b.constant(bias, "b")}, attrs);
+  b.output(b.relu(conv));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Tensor want(DType::F32, Shape({1, c.cout, oh, ow}));
+  for (int64_t o = 0; o < c.cout; ++o)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        double sum = bias.getDouble(o);
+        for (int64_t ci = 0; ci < c.cin; ++ci)
+          for (int64_t ky = 0; ky < kk; ++ky)
+            for (int64_t kx = 0; kx < kk; ++kx) {
+              const int64_t iy = y * c.stride - c.pad + ky, ix = xo * c.stride - c.pad + kx;
+              if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+              sum += roundToBf16(static_cast<float>(x.getDouble((ci * c.h + iy) * c.w + ix))) *
+                     roundToBf16(static_cast<float>(w.getDouble(((o * c.cin + ci) * kk + ky) * kk + kx)));
+            }
+        want.setDouble((o * oh + y) * ow + xo, std::max(0.0, sum));
+      }
+  for (const Bf16Unit& unit : hostBf16Units()) {
+    SCOPED_TRACE(unit.name);
+    CompileOptions options;
+    options.precision = Precision::BF16;
+    options.cpuFeatures = unit.cpuFeatures;
+    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
+    ASSERT_TRUE(model.isOk()) << model.status().message();
+    const std::string& kir = (*model)->report().kernelIr;
+    EXPECT_NE(kir.find("operands=bf16"), std::string::npos) << kir;
+    EXPECT_NE(kir.find("transposed"), std::string::npos) << kir;
+    Expected<std::vector<Tensor>> got = (*model)->run({x});
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    const double tol = 2e-7 * static_cast<double>(c.cin * kk * kk) * 4 + 1e-5;
+    expectNear(got->front(), want, tol, tol, (std::string(c.name) + " on " + unit.name).c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Bf16Conv, ::testing::ValuesIn(kConvCases),
+                         [](const ::testing::TestParamInfo<Bf16ConvCase>& info) { return info.param.name; });
+
 // A CPU with neither AMX-BF16 nor AVX512-BF16, or a tile target without them (here: AVX2's 256-bit
 // vectors on any host), is refused with what is missing, not compiled to f32 behind the user's back;
 // so is a feature LLVM does not know.

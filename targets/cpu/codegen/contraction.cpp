@@ -31,16 +31,15 @@ Status KernelLowering::checkContraction(const kir::Contraction& c) const {
       k_.outer.extents[rank - (c.transposed ? 1 : 2)] == c.m &&
       k_.outer.extents[rank - (c.transposed ? 2 : 1)] == c.n && k_.reductions.size() == 1 &&
       k_.reductions[0].loop.vars.size() == 1 && k_.stores.size() == 1 &&
-      (!c.transposed || (!c.partialsInOutput && c.kc >= c.k)) &&
+      (!c.transposed || c.operands == DType::BF16 || (!c.partialsInOutput && c.kc >= c.k)) &&
       ((c.aRowIndex == kir::kNoExpr && c.aColIndex == kir::kNoExpr) ||
        (!c.aPacked && validExpr(c.aRowIndex) && validExpr(c.aColIndex))) &&
       !k_.stores[0].perInner && c.aSlot >= 0 && static_cast<size_t>(c.aSlot) < k_.params.size() && c.bSlot >= 0 &&
       static_cast<size_t>(c.bSlot) < k_.params.size() && k_.params[c.aSlot].dtype == DType::F32 &&
       k_.params[c.bSlot].dtype == (c.operands == DType::BF16 ? DType::BF16 : DType::F32) &&
-      (c.operands == DType::F32 ||
-       (c.operands == DType::BF16 && opts_.bf16Unit != kir::Bf16Unit::None && !c.transposed && !c.aPacked &&
-        c.bLayout == kir::Contraction::BLayout::Packed && c.mr == 32 && c.nr == 32 && c.lanes == 16 &&
-        (c.kc >= c.k || c.kc % kir::kBf16TileK == 0))) &&
+      (c.operands == DType::F32 || (c.operands == DType::BF16 && opts_.bf16Unit != kir::Bf16Unit::None && !c.aPacked &&
+                                    c.bLayout == kir::Contraction::BLayout::Packed && c.mr == 32 && c.nr == 32 &&
+                                    c.lanes == 16 && (c.kc >= c.k || c.kc % kir::kBf16TileK == 0))) &&
       (!c.partialsInOutput || k_.params[k_.stores[0].slot].dtype == DType::F32) &&
       (c.partialsInOutput || c.kc >= c.k) && (c.bLayout != kir::Contraction::BLayout::Direct || c.bColStride == 1);
   return ok ? Status::ok() : Status::error("inconsistent contraction: " + c.str());
