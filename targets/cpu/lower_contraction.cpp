@@ -192,10 +192,18 @@ void chooseBlocks(const kir::TileTarget& t, kir::Contraction& c) {
 // with A in L1 and B from L2, 50-70% with both from L2, 14% from L3. So K blocks of kBf16KBlock keep
 // a row tile of A (32 rows, 16 KiB) in L1 while it sweeps the block's B panels from L2 (a kc x nc
 // block of 128 KiB), the partial sums in a dense block of their own (codegen's partials). (Longer K
-// blocks, and one K block, measured slower on 1024^3 and 128 x 768 x 3072.)
+// blocks, and one K block, measured slower on 1024^3 and 128 x 768 x 3072.) K splits into blocks of
+// at most kBf16KBlock, as even as the 32-deep steps allow: 576 as 3 x 192, not 256 + 256 + 64,
+// whose last block paid a whole block's partial sums for a quarter of its products.
 constexpr int64_t kBf16KBlock = 256, kBf16ColumnBlock = 256, kBf16RowBlock = 128;
 void chooseBf16Blocks(kir::Contraction& c) {
-  c.kc = c.partialsInOutput && c.k > kBf16KBlock + kBf16KBlock / 4 ? kBf16KBlock : c.k;
+  if (c.partialsInOutput && c.k > kBf16KBlock + kBf16KBlock / 4) {
+    const int64_t steps = (c.k + kir::kBf16TileK - 1) / kir::kBf16TileK, perBlock = kBf16KBlock / kir::kBf16TileK;
+    const int64_t blocks = (steps + perBlock - 1) / perBlock;
+    c.kc = (steps + blocks - 1) / blocks * kir::kBf16TileK;  // even blocks: no short last one
+  } else {
+    c.kc = c.k;
+  }
   c.partialsInOutput = c.kc < c.k;
   c.nc = std::min(roundUp(c.n, c.nr), kBf16ColumnBlock);
   // A row block's packed A (all of K) within the stack bound of a run-time packed A.

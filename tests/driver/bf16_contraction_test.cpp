@@ -195,6 +195,13 @@ struct Bf16ConvCase {
 constexpr Bf16ConvCase kConvCases[] = {
     {"ThreeByThree", 24, 40, 13, 11, 3, 1, 1},
     {"ThreeByThreeStrided", 32, 36, 15, 14, 3, 2, 1},
+    // Output rows of 37 pixels: most 16-pixel groups lie within one (packed as transposed blocks),
+    // some cross two (packed row by row); K = 171, a ragged 16-column block at the end.
+    {"ThreeByThreeWideRows", 19, 40, 6, 37, 3, 1, 1},
+    // Rows of 7 pixels: each 16-pixel group in 3 or 4 runs (masked loads).
+    {"ThreeByThreeNarrowRows", 20, 33, 7, 7, 3, 1, 1},
+    // Stride 2 along rows of 20 output pixels: groups of every other float.
+    {"ThreeByThreeStridedWideRows", 12, 24, 9, 40, 3, 2, 1},
     {"PointwiseManyChannels", 300, 70, 9, 10, 1, 1, 0},  // K blocks of 256, the last ragged
     {"SevenBySevenStem", 3, 34, 22, 20, 7, 2, 3},
 };

@@ -9,6 +9,8 @@
 #include <llvm/IR/IntrinsicsX86.h>
 
 #include <array>
+#include <functional>
+#include <vector>
 
 #include "targets/cpu/codegen/kernel_lowering_context.h"
 #include "targets/cpu/codegen/microkernel.h"
@@ -119,9 +121,12 @@ void KernelLowering::loadTileConfig() {
 // Rows [m0, m1) of A, all of K, rounded to bf16 (nearest even) into row tiles [tile][kPadded / 32
 // steps][32 rows][32], zero past K and past m1: each K step's two A tiles are 2 KiB in a row, and
 // their loads read zeros past the ends. A strided A is read at its column stride, a separable one at
-// R(row) + C(p) (C from separable_.colOffset); 16 columns convert as one vector where they are 16
-// floats in a row (always, at unit stride; for a separable A where C runs on: attention's heads
-// merged back, runs of the head size).
+// R(row) + C(p) (C from separable_.colOffset). Row by row, 16 columns convert as one vector where
+// they are 16 floats in a row (always, at unit stride; for a separable A where C runs on: attention's
+// heads merged back, runs of the head size). Where instead 16 rows are 16 floats in a row (a
+// transposed GEMM's pixels: a conv's patches along an output row, a 1 x 1 conv's channel planes),
+// 16 x 16 blocks are loaded along the rows and transposed in registers: element by element, the
+// pack cost as much as a 3 x 3 conv's products on VDPBF16PS.
 void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* packed) {
   llvm::Type* f32 = b_.getFloatTy();
   llvm::Type* bf16 = b_.getBFloatTy();
@@ -132,70 +137,190 @@ void KernelLowering::packBf16A(const kir::Contraction& c, Value* aBatch, Value* 
   Value* tiles = b_.CreateUDiv(b_.CreateAdd(b_.CreateSub(m1, m0), i64(c.mr - 1)), i64(c.mr));
   Value* zero = llvm::ConstantFP::get(bf16, 0.0);
   const bool separable = c.aRowIndex != kir::kNoExpr;
-  emitLoop(
-      i64(0), b_.CreateMul(tiles, i64(c.mr)),
-      [&](Value* r) {
-        // Row r's element p at (r / 32) * 32 rowLength + (p / 32) * 1024 + (r % 32) * 32 + p % 32.
-        Value* tileBase = b_.CreateMul(b_.CreateUDiv(r, i64(c.mr)), i64(c.mr * rowLength));
-        Value* dst = b_.CreateInBoundsGEP(
-            bf16, packed, b_.CreateAdd(tileBase, b_.CreateMul(b_.CreateURem(r, i64(c.mr)), i64(kir::kBf16TileK))));
-        auto at = [&](Value* p) {  // (p / 32) * 1024 + p % 32
-          return b_.CreateInBoundsGEP(
-              bf16, dst,
-              b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(p, i64(kir::kBf16TileK)), i64(c.mr * kir::kBf16TileK)),
-                           b_.CreateURem(p, i64(kir::kBf16TileK))));
-        };
-        auto zeros = [&](int64_t from, const char* name, llvm::MDNode* hints) {
+  // Row r's element p at (r / 32) * 32 rowLength + (p / 32) * 1024 + (r % 32) * 32 + p % 32.
+  auto packedAt = [&](Value* r, Value* p) {
+    Value* tileBase = b_.CreateMul(b_.CreateUDiv(r, i64(c.mr)), i64(c.mr * rowLength));
+    Value* inTile =
+        b_.CreateAdd(b_.CreateMul(b_.CreateURem(r, i64(c.mr)), i64(kir::kBf16TileK)),
+                     b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(p, i64(kir::kBf16TileK)), i64(c.mr * kir::kBf16TileK)),
+                                  b_.CreateURem(p, i64(kir::kBf16TileK))));
+    return b_.CreateInBoundsGEP(bf16, packed, b_.CreateAdd(tileBase, inTile));
+  };
+  // R(row) and C(p), as offsets from aBatch.
+  auto rowOffsetOf = [&](Value* row) -> Value* {
+    if (!separable) return b_.CreateMul(row, i64(c.aRowStride));
+    scopes_.emplace_back();  // a memo scope of its own: R is evaluated at several rows in one block
+    bind(rowVar(c), row);
+    Value* offset = value(c.aRowIndex);
+    scopes_.pop_back();
+    return offset;
+  };
+  auto columnOffset = [&](Value* p) -> Value* {
+    return separable ? b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.colOffset, p))
+                     : b_.CreateMul(p, i64(c.aColStride));
+  };
+  auto scalar = [&](Value* r, Value* rowOffset, Value* p) {
+    Value* x = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(rowOffset, columnOffset(p))),
+                                    llvm::Align(4));
+    b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), packedAt(r, p), llvm::Align(2));
+  };
+  auto zeros = [&](Value* r, int64_t from, const char* name, llvm::MDNode* hints) {
+    emitLoop(
+        i64(from), i64(rowLength), [&](Value* p) { b_.CreateAlignedStore(zero, packedAt(r, p), llvm::Align(2)); }, name,
+        hints);
+  };
+  // Row r (m0 + r in A), all of K, then its padding; zeros past m1.
+  auto packRow = [&](Value* r) {
+    Value* row = b_.CreateAdd(m0, r);
+    emitIfElse(
+        b_.CreateICmpSLT(row, m1),
+        [&] {
+          Value* rowOffset = rowOffsetOf(row);
+          const bool maybeRuns = separable || c.aColStride == 1;
+          const int64_t vectorEnd = maybeRuns ? c.k / kVector * kVector : 0;
           emitLoop(
-              i64(from), i64(rowLength), [&](Value* p) { b_.CreateAlignedStore(zero, at(p), llvm::Align(2)); }, name,
-              hints);
+              i64(0), i64(vectorEnd / kVector),
+              [&](Value* v) {
+                Value* p = b_.CreateMul(v, i64(kVector));
+                Value* first = b_.CreateAdd(rowOffset, columnOffset(p));
+                auto vector = [&] {
+                  Value* x = b_.CreateAlignedLoad(vf32, b_.CreateInBoundsGEP(f32, aBatch, first), llvm::Align(4));
+                  b_.CreateAlignedStore(b_.CreateFPTrunc(x, vbf16), packedAt(r, p), llvm::Align(2));
+                };
+                if (!separable) return vector();
+                Value* last = b_.CreateAdd(rowOffset, columnOffset(b_.CreateAdd(p, i64(kVector - 1))));
+                emitIfElse(b_.CreateICmpEQ(b_.CreateSub(last, first), i64(kVector - 1)), vector, [&] {
+                  emitLoop(
+                      p, b_.CreateAdd(p, i64(kVector)), [&](Value* q) { scalar(r, rowOffset, q); },
+                      "apack.bf16.gather.p", noVectorLoop());
+                });
+              },
+              "apack.bf16.v", noVectorLoop());
+          emitLoop(
+              i64(vectorEnd), i64(c.k), [&](Value* p) { scalar(r, rowOffset, p); }, "apack.bf16.p");
+          zeros(r, c.k, "apack.bf16.pad", noVectorLoop());
+        },
+        [&] { zeros(r, 0, "apack.bf16.zero", nullptr); });
+  };
+  Value* packedRows = b_.CreateMul(tiles, i64(c.mr));
+  const bool rowsMayRun = separable || (c.aRowStride == 1 && c.aColStride != 1);
+  if (!rowsMayRun || c.k < kVector) {  // (not with K < 16: no whole block)
+    emitLoop(i64(0), packedRows, packRow, "apack.bf16.r");
+    return;
+  }
+  // Groups of 16 rows (mr is a multiple of 16), each column of a group loaded as one vector of its
+  // 16 rows and 16 columns transposed in registers, where the group's rows R(row0 + j) are
+  //  - one run, R(row0) + j: one load (a 1 x 1 conv's channel plane, a conv's output row);
+  //  - every other float, R(row0) + 2 j: two loads, the even lanes (a stride-2 conv's row);
+  //  - up to four runs: a masked load each (a conv's output rows narrower than 16: 14 or 7 wide);
+  // else row by row.
+  auto* vi64 = llvm::FixedVectorType::get(b_.getInt64Ty(), kVector);
+  auto* vmask = llvm::FixedVectorType::get(b_.getInt1Ty(), kVector);
+  constexpr int kMaxRuns = 4;
+  emitLoop(
+      i64(0), b_.CreateUDiv(packedRows, i64(kVector)),
+      [&](Value* g) {
+        Value* r0 = b_.CreateMul(g, i64(kVector));
+        Value* row0 = b_.CreateAdd(m0, r0);
+        std::vector<Value*> rowOffsets;  // R(row0 + j)
+        for (int64_t j = 0; j < kVector; ++j) rowOffsets.push_back(rowOffsetOf(b_.CreateAdd(row0, i64(j))));
+        Value* base = rowOffsets[0];
+        Value* whole = b_.CreateICmpSLT(b_.CreateAdd(row0, i64(kVector - 1)), m1);
+        Value* oneRun = b_.getTrue();
+        Value* everyOther = b_.getTrue();
+        Value* starts = b_.getInt32(1);  // bit j: row j starts a run
+        Value* offsets = llvm::UndefValue::get(vi64);
+        for (int64_t j = 0; j < kVector; ++j) {
+          Value* rj = rowOffsets[static_cast<size_t>(j)];
+          offsets = b_.CreateInsertElement(offsets, rj, static_cast<uint64_t>(j));
+          if (j == 0) continue;
+          oneRun = b_.CreateAnd(oneRun, b_.CreateICmpEQ(rj, b_.CreateAdd(base, i64(j))));
+          everyOther = b_.CreateAnd(everyOther, b_.CreateICmpEQ(rj, b_.CreateAdd(base, i64(2 * j))));
+          Value* follows = b_.CreateICmpEQ(rj, b_.CreateAdd(rowOffsets[static_cast<size_t>(j - 1)], i64(1)));
+          starts = b_.CreateOr(starts, b_.CreateShl(b_.CreateZExt(b_.CreateNot(follows), b_.getInt32Ty()),
+                                                    b_.getInt32(static_cast<uint32_t>(j))));
+        }
+        Value* fewRuns =
+            b_.CreateICmpULE(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, starts), b_.getInt32(kMaxRuns));
+        // The 16 rows x 16 columns from p0 on, transposed into packed rows; then each row's last
+        // columns (K % 16) and padding.
+        auto transposedBlocks = [&](const std::function<Value*(Value*)>& column) {
+          const int64_t blocks = c.k / kVector;
+          emitLoop(
+              i64(0), i64(blocks),
+              [&](Value* v) {
+                Value* p0 = b_.CreateMul(v, i64(kVector));
+                std::vector<Value*> block;
+                for (int64_t j = 0; j < kVector; ++j) block.push_back(column(b_.CreateAdd(p0, i64(j))));
+                transposeInRegisters(b_, block);  // block[i]: row r0 + i's columns p0..p0 + 15
+                for (int64_t i = 0; i < kVector; ++i)
+                  b_.CreateAlignedStore(b_.CreateFPTrunc(block[static_cast<size_t>(i)], vbf16),
+                                        packedAt(b_.CreateAdd(r0, i64(i)), p0), llvm::Align(2));
+              },
+              "apack.bf16.t", noVectorLoop());
+          emitLoop(
+              r0, b_.CreateAdd(r0, i64(kVector)),
+              [&](Value* r) {
+                Value* rowOffset = b_.CreateExtractElement(offsets, b_.CreateSub(r, r0));
+                emitLoop(
+                    i64(blocks * kVector), i64(c.k), [&](Value* p) { scalar(r, rowOffset, p); }, "apack.bf16.t.p",
+                    noVectorLoop());
+                zeros(r, c.k, "apack.bf16.t.pad", noVectorLoop());
+              },
+              "apack.bf16.t.r");
         };
-        Value* row = b_.CreateAdd(m0, r);
-        emitIfElse(
-            b_.CreateICmpSLT(row, m1),
-            [&] {
-              // Column p of the row, as an offset from aBatch.
-              Value* rowOffset = nullptr;
-              if (separable) {
-                bind(rowVar(c), row);
-                rowOffset = value(c.aRowIndex);
-              } else {
-                rowOffset = b_.CreateMul(row, i64(c.aRowStride));
-              }
-              auto offset = [&](Value* p) {
-                return b_.CreateAdd(rowOffset, separable
-                                                   ? b_.CreateLoad(b_.getInt64Ty(), tableAt(separable_.colOffset, p))
-                                                   : b_.CreateMul(p, i64(c.aColStride)));
-              };
-              auto scalar = [&](Value* p) {
-                Value* x = b_.CreateAlignedLoad(f32, b_.CreateInBoundsGEP(f32, aBatch, offset(p)), llvm::Align(4));
-                b_.CreateAlignedStore(b_.CreateFPTrunc(x, bf16), at(p), llvm::Align(2));
-              };
-              const bool maybeRuns = separable || c.aColStride == 1;
-              const int64_t vectorEnd = maybeRuns ? c.k / kVector * kVector : 0;
-              emitLoop(
-                  i64(0), i64(vectorEnd / kVector),
-                  [&](Value* v) {
-                    Value* p = b_.CreateMul(v, i64(kVector));
-                    Value* first = offset(p);
-                    auto vector = [&] {
-                      Value* x = b_.CreateAlignedLoad(vf32, b_.CreateInBoundsGEP(f32, aBatch, first), llvm::Align(4));
-                      b_.CreateAlignedStore(b_.CreateFPTrunc(x, vbf16), at(p), llvm::Align(2));
-                    };
-                    if (!separable) return vector();
-                    Value* run = b_.CreateICmpEQ(b_.CreateSub(offset(b_.CreateAdd(p, i64(kVector - 1))), first),
-                                                 i64(kVector - 1));
-                    emitIfElse(run, vector, [&] {
-                      emitLoop(p, b_.CreateAdd(p, i64(kVector)), scalar, "apack.bf16.gather.p", noVectorLoop());
-                    });
-                  },
-                  "apack.bf16.v", noVectorLoop());
-              emitLoop(i64(vectorEnd), i64(c.k), scalar, "apack.bf16.p");
-              zeros(c.k, "apack.bf16.pad", noVectorLoop());
-            },
-            [&] { zeros(0, "apack.bf16.zero", nullptr); });
+        auto loadAt = [&](Value* offset) {
+          return b_.CreateAlignedLoad(vf32, b_.CreateInBoundsGEP(f32, aBatch, offset), llvm::Align(4));
+        };
+        auto run = [&] { transposedBlocks([&](Value* p) { return loadAt(b_.CreateAdd(base, columnOffset(p))); }); };
+        auto strided = [&] {
+          std::vector<int> even;
+          for (int j = 0; j < kVector; ++j) even.push_back(2 * j);
+          // (The second load stops at the last float used: past it may lie the input's end.)
+          Value* upper = llvm::ConstantVector::get(std::vector<llvm::Constant*>(kVector, b_.getTrue()));
+          upper = b_.CreateInsertElement(upper, b_.getFalse(), static_cast<uint64_t>(kVector - 1));
+          transposedBlocks([&](Value* p) {
+            Value* first = b_.CreateAdd(base, columnOffset(p));
+            Value* second = b_.CreateMaskedLoad(
+                vf32, b_.CreateInBoundsGEP(f32, aBatch, b_.CreateAdd(first, i64(kVector))), llvm::Align(4), upper);
+            return b_.CreateShuffleVector(loadAt(first), second, even);
+          });
+        };
+        auto runs = [&] {
+          // Run k: lanes [s_k, s_k+1) from R(row0 + s_k) - s_k on (16 when there is none).
+          std::vector<Value*> masks, origins;
+          Value* rest = starts;
+          Value* from = b_.getInt32(0);
+          for (int k = 0; k < kMaxRuns; ++k) {
+            rest = b_.CreateAnd(rest, b_.CreateSub(rest, b_.getInt32(1)));  // drops run k's start
+            Value* to = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
+                                                 b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, rest, b_.getFalse()),
+                                                 b_.getInt32(kVector));
+            Value* bits = b_.CreateAnd(b_.CreateSub(b_.CreateShl(b_.getInt32(1), to), b_.getInt32(1)),
+                                       b_.CreateNot(b_.CreateSub(b_.CreateShl(b_.getInt32(1), from), b_.getInt32(1))));
+            masks.push_back(b_.CreateBitCast(b_.CreateTrunc(bits, b_.getInt16Ty()), vmask));
+            Value* lane = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, from, b_.getInt32(kVector - 1));
+            origins.push_back(
+                b_.CreateSub(b_.CreateExtractElement(offsets, lane), b_.CreateZExt(from, b_.getInt64Ty())));
+            from = to;
+          }
+          transposedBlocks([&](Value* p) {
+            Value* columnAt = columnOffset(p);
+            Value* x = llvm::UndefValue::get(vf32);
+            for (int k = 0; k < kMaxRuns; ++k)  // (not inbounds: a masked-off lane's address is never read)
+              x = b_.CreateMaskedLoad(
+                  vf32, b_.CreateGEP(f32, aBatch, b_.CreateAdd(origins[static_cast<size_t>(k)], columnAt)),
+                  llvm::Align(4), masks[static_cast<size_t>(k)], x);
+            return x;
+          });
+        };
+        auto byRow = [&] { emitLoop(r0, b_.CreateAdd(r0, i64(kVector)), packRow, "apack.bf16.r"); };
+        emitIfElse(b_.CreateAnd(whole, oneRun), run, [&] {
+          emitIfElse(b_.CreateAnd(whole, everyOther), strided,
+                     [&] { emitIfElse(b_.CreateAnd(whole, fewRuns), runs, byRow); });
+        });
       },
-      "apack.bf16.r");
+      "apack.bf16.g");
 }
 
 }  // namespace detail

@@ -307,8 +307,8 @@ bool KernelLowering::prepareVectorEpilogue(const kir::Contraction& c, const Cont
     }
   // (The innermost outer variable, the vectors' lane axis, is the tile's column for an as-is
   // GEMM and its row for a transposed one: the output's contiguous axis either way.)
-  return (!c.transposed || plan.transposedTile) && k_.params[store.slot].dtype == DType::F32 &&
-         k_.expr(store.value).dtype == DType::F32 && !store.perInner &&
+  return (!c.transposed || plan.transposedTile || c.operands == DType::BF16) &&
+         k_.params[store.slot].dtype == DType::F32 && k_.expr(store.value).dtype == DType::F32 && !store.perInner &&
          innerStride(store.index) == std::optional<int64_t>(1) && vectorizable(store.value);
 }
 

@@ -10,6 +10,7 @@
 
 #include "kir/affine.h"
 #include "targets/cpu/codegen/kernel_lowering_context.h"
+#include "targets/cpu/codegen/microkernel.h"
 
 namespace nnc::codegen::llvmcpu::detail {
 
@@ -23,6 +24,9 @@ void KernelLowering::emitTileEpilogue(const kir::Contraction& c, const Contracti
   if (!c.transposed)
     return emitIfElse(
         whole, [&] { emitWholeTileEpilogue(c, plan, bounds); }, pointwise);
+  if (c.operands == DType::BF16)
+    return emitIfElse(
+        whole, [&] { emitWholeBf16TransposedTileEpilogue(c, plan, bounds); }, pointwise);
   emitIfElse(
       b_.CreateAnd(whole, b_.CreateICmpSLE(b_.CreateAdd(bounds.i0, i64(c.lanes)), i64(c.m))),
       [&] { emitWholeTransposedTileEpilogue(c, plan, bounds); }, pointwise);
@@ -84,6 +88,37 @@ void KernelLowering::emitWholeTileEpilogue(const kir::Contraction& c, const Cont
       if (index && stored)
         b_.CreateAlignedStore(stored, b_.CreateInBoundsGEP(f32, bases_[store.slot], index), llvm::Align(4));
       scopes_.pop_back();
+    }
+}
+
+// A whole transposed bf16 tile (32 x 32, rows along the output's contiguous axis): each 16 x 16
+// quarter transposed in registers, then one vector per column of it. Point by point, the epilogue
+// of a conv with few channels in (ResNet's 7 x 7 stem, K = 147) cost about as much as its products.
+void KernelLowering::emitWholeBf16TransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
+                                                         const TileBounds& bounds) {
+  llvm::Type* f32 = b_.getFloatTy();
+  const kir::Store& store = k_.stores[0];
+  const int64_t lanes = c.lanes;
+  auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(lanes));
+  for (int64_t i0 = 0; i0 < c.mr; i0 += lanes)
+    for (int64_t j0 = 0; j0 < c.nr; j0 += lanes) {
+      std::vector<Value*> quarter;
+      for (int64_t i = 0; i < lanes; ++i)
+        quarter.push_back(b_.CreateAlignedLoad(vty, b_.CreateConstInBoundsGEP1_64(f32, plan.tile, (i0 + i) * c.nr + j0),
+                                               llvm::Align(4)));
+      transposeInRegisters(b_, quarter);  // quarter[j]: column j0 + j, rows i0..i0 + 15
+      for (int64_t j = 0; j < lanes; ++j) {
+        scopes_.emplace_back();
+        bind(rowVar(c), b_.CreateAdd(bounds.i0, i64(i0)));
+        bind(colVar(c), b_.CreateAdd(bounds.j0, i64(j0 + j)));
+        vectorReduced_.assign(1, quarter[static_cast<size_t>(j)]);
+        reduced_.assign(1, nullptr);
+        Value* index = value(store.index);
+        Value* stored = vectorValue(store.value);
+        if (index && stored)
+          b_.CreateAlignedStore(stored, b_.CreateInBoundsGEP(f32, bases_[store.slot], index), llvm::Align(4));
+        scopes_.pop_back();
+      }
     }
 }
 

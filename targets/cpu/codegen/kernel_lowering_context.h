@@ -148,6 +148,8 @@ class KernelLowering {
   void emitTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan, const TileBounds& bounds);
   void emitPointwiseTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan, const TileBounds& bounds);
   void emitWholeTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan, const TileBounds& bounds);
+  void emitWholeBf16TransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
+                                           const TileBounds& bounds);
   void emitWholeTransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
                                        const TileBounds& bounds);
   void prefetchTile(const kir::Store& store, Value* i0, Value* j0, Value* rows, Value* cols);

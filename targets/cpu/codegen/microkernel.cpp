@@ -30,6 +30,26 @@ std::string microkernelName(const MicrokernelShape& s) {
   return name;
 }
 
+// Butterflies: at distance d the off-diagonal d x d blocks of each 2d x 2d block swap, rows r and
+// r + d exchanging their lanes with bit d set.
+void transposeInRegisters(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& rows) {
+  const int L = static_cast<int>(rows.size());
+  for (int d = L / 2; d >= 1; d /= 2) {
+    std::vector<int> low(static_cast<size_t>(L)), high(static_cast<size_t>(L));
+    for (int k = 0; k < L; ++k) {
+      low[static_cast<size_t>(k)] = (k & d) == 0 ? k : L + k - d;
+      high[static_cast<size_t>(k)] = (k & d) == 0 ? k + d : L + k;
+    }
+    for (int r = 0; r < L; ++r) {
+      if (r & d) continue;
+      llvm::Value* a = rows[static_cast<size_t>(r)];
+      llvm::Value* c = rows[static_cast<size_t>(r + d)];
+      rows[static_cast<size_t>(r)] = b.CreateShuffleVector(a, c, low);
+      rows[static_cast<size_t>(r + d)] = b.CreateShuffleVector(a, c, high);
+    }
+  }
+}
+
 llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
                                           const std::string& features) {
   llvm::IRBuilder<> b(module.getContext());
@@ -182,26 +202,12 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, 
 
   b.SetInsertPoint(exit);
   if (s.transposedStore) {
-    // Per vector of columns, a lanes x lanes transpose by butterflies: at distance d the off-diagonal
-    // d x d blocks of each 2d x 2d block swap, rows r and r + d exchanging lanes with bit d set.
+    // Per vector of columns, a lanes x lanes transpose.
     const int L = s.lanes;
     for (int64_t v = 0; v < vectors; ++v) {
       std::vector<llvm::Value*> rows(static_cast<size_t>(L), zero);
       for (int64_t i = 0; i < s.rows; ++i) rows[static_cast<size_t>(i)] = next[static_cast<size_t>(i * vectors + v)];
-      for (int d = L / 2; d >= 1; d /= 2) {
-        std::vector<int> low(static_cast<size_t>(L)), high(static_cast<size_t>(L));
-        for (int k = 0; k < L; ++k) {
-          low[static_cast<size_t>(k)] = (k & d) == 0 ? k : L + k - d;
-          high[static_cast<size_t>(k)] = (k & d) == 0 ? k + d : L + k;
-        }
-        for (int r = 0; r < L; ++r) {
-          if (r & d) continue;
-          llvm::Value* a = rows[static_cast<size_t>(r)];
-          llvm::Value* c2 = rows[static_cast<size_t>(r + d)];
-          rows[static_cast<size_t>(r)] = b.CreateShuffleVector(a, c2, low);
-          rows[static_cast<size_t>(r + d)] = b.CreateShuffleVector(a, c2, high);
-        }
-      }
+      transposeInRegisters(b, rows);
       for (int l = 0; l < L; ++l) {
         llvm::Value* col = b.CreateInBoundsGEP(f32, dst, b.CreateMul(b.getInt64(v * L + l), ldDst));
         b.CreateAlignedStore(rows[static_cast<size_t>(l)], b.CreateBitCast(col, vty->getPointerTo()), scalarAlign);

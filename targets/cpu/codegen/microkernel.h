@@ -1,10 +1,12 @@
 // The GEMM microkernel of the CPU backend (internal): one register tile of vector FMAs.
 #pragma once
 
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace nnc::codegen::llvmcpu {
 
@@ -74,6 +76,10 @@ llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& 
 // `features`, without a body: the microkernels (FMA, AMX, VDPBF16PS) are called through one switch.
 llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
                                           const std::string& features);
+
+// Transposes a square of vectors in place: `rows` (L vectors of L lanes, L a power of two) become
+// their columns (shuffles only).
+void transposeInRegisters(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& rows);
 
 // "micro." and every field of `shape`: equal names mean equal functions.
 std::string microkernelName(const MicrokernelShape& shape);
