@@ -37,11 +37,18 @@ constexpr int kBf16Lanes = 16;
 // Fewer rows leave most of a 32-row tile's products padding (a matrix-vector product is bound by
 // streaming its weights, not by FMAs): those stay f32.
 constexpr int64_t kMinBf16Rows = 16;
-// Whether an m x k product may run in bf16 on `target` (kir::Contraction::operands): 16 rows or more,
-// and a 32-row tile of A's whole K within the stack bound of a run-time packed A (K up to 8192).
-bool bf16Shape(const kir::TileTarget& target, int64_t m, int64_t k) {
+// Without AMX, VDPBF16PS retires only twice an FMA's products, so a GEMM with K or columns below the
+// 32-deep step and 32-wide panel, which pad a third of them or more, stays f32 there (MobileNetV2's
+// first 1 x 1 convs at 112 x 112, K = 16 and 16 columns, ran slower in bf16, and lost their row
+// pipelines with it).
+constexpr int64_t kMinBf16DotExtent = 32;
+// Whether an m x k x n product may run in bf16 on `target` (kir::Contraction::operands): 16 rows or
+// more, a 32-row tile of A's whole K within the stack bound of a run-time packed A (K up to 8192), and
+// on VDPBF16PS little padding.
+bool bf16Shape(const kir::TileTarget& target, int64_t m, int64_t k, int64_t n) {
   return target.bf16Unit != kir::Bf16Unit::None && m >= kMinBf16Rows &&
-         roundUp(k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA;
+         roundUp(k, kir::kBf16TileK) * 2 * kBf16TileRows <= kMaxTransposedPackedA &&
+         (target.bf16Unit == kir::Bf16Unit::AmxTiles || (k >= kMinBf16DotExtent && n >= kMinBf16DotExtent));
 }
 static_assert(kMaxTileRows * kMaxInPlacePatchesK * 4 <= kMaxTransposedPackedA,
               "the tallest tile of the longest in-place patches fits the stack bound");
@@ -433,8 +440,8 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // several times faster than f32 FMAs however they are arranged. Constant weights times activations
   // (a channel-first 1 x 1 conv) is transposed for bf16 at any size: the weights are then the B that
   // bf16 needs packed at compile time (as a conv's, whose patches make it transposed anyway).
-  const bool bf16AsIs = b->isConstant() && !a->isConstant() && bf16Shape(target, gemm->m, gemm->k);
-  const bool bf16Transposed = a->isConstant() && !b->isConstant() && bf16Shape(target, gemm->n, gemm->k);
+  const bool bf16AsIs = b->isConstant() && !a->isConstant() && bf16Shape(target, gemm->m, gemm->k, gemm->n);
+  const bool bf16Transposed = a->isConstant() && !b->isConstant() && bf16Shape(target, gemm->n, gemm->k, gemm->m);
   const bool transposed = inPlacePatches || bf16Transposed || (!bf16AsIs && (fewColumns || weightsTimesActivations));
   kir::Contraction c;
   c.transposed = transposed;
@@ -455,7 +462,7 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   const bool packB = readDirectly(rhs);
   c.aPacked = readDirectly(lhs) && lhs != rhs;
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
-  const bool bf16 = packB && !c.aPacked && bf16Shape(target, c.m, c.k);
+  const bool bf16 = packB && !c.aPacked && bf16Shape(target, c.m, c.k, c.n);
   if (bf16) c.operands = DType::BF16;
   // K blocks keep a bf16 GEMM's partial sums in a block of their own, never in the output: a
   // transposed one (a conv's) may have them too.
