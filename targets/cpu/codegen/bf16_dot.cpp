@@ -5,7 +5,8 @@
 // function is shared with it.
 //
 // 32 x 32 f32 accumulators are 64 vectors, twice the register file: the tile is computed as four
-// strips of 8 rows x 32 columns, 16 accumulators each, the strip's A rows broadcast one pair at a
+// strips of 8 rows x 32 columns (fewer for a tile of fewer rows: 49 as 32 + 17 computes 7 strips,
+// not 8), 16 accumulators each, the strip's A rows broadcast one pair at a
 // time against B's two vectors of a pair row. A K block's B (kc / 2 pair rows of 128 bytes: 16 KiB
 // at kc = 256) is read once per strip, from L1; per pair row a strip issues 2 vector loads and 8
 // broadcasts for 16 dot products, so the loop is bound by the dot products (Zen 4 retires one
@@ -22,7 +23,8 @@
 namespace nnc::codegen::llvmcpu {
 
 namespace {
-constexpr int64_t kTileRows = 32, kStripRows = 8, kVectors = 2, kLanes = 16;
+constexpr int64_t kStripRows = 8, kVectors = 2, kLanes = 16;
+constexpr int64_t kTileRows = 32;
 constexpr int64_t kARowBytes = kir::kBf16TileK * 2;           // one row of a packed A K step: 32 bf16
 constexpr int64_t kAStepBytes = kTileRows * kARowBytes;       // a K step of the packed A tile
 constexpr int64_t kPairRowBytes = kVectors * kLanes * 2 * 2;  // a B pair row: 32 columns x 2 bf16
@@ -30,9 +32,9 @@ constexpr int64_t kPairsPerStep = kir::kBf16TileK / 2;        // pair rows per K
 constexpr int64_t kPrefetchBytesAhead = 4096;                 // 2 K steps: ~512 cycles of a strip
 }  // namespace
 
-llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
-                                       const std::string& features) {
-  const std::string name = owner + ".bf16dot";
+llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& owner, int64_t strips,
+                                       const std::string& cpu, const std::string& features) {
+  const std::string name = owner + ".bf16dot.s" + std::to_string(strips);
   if (llvm::Function* existing = module.getFunction(name)) return existing;
   llvm::LLVMContext& c = module.getContext();
   llvm::IRBuilder<> b(c);
@@ -139,7 +141,7 @@ llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& 
       b.CreateAlignedStore(sums[static_cast<size_t>(r * kVectors + v)], element(dstStrip, ldDst, r, v), elementAlign);
   llvm::Value* sNext = b.CreateAdd(s, b.getInt64(1), "s.next", /*HasNUW=*/true, /*HasNSW=*/true);
   s->addIncoming(sNext, stripDone);
-  b.CreateCondBr(b.CreateICmpULT(sNext, b.getInt64(kTileRows / kStripRows)), strip, exit);
+  b.CreateCondBr(b.CreateICmpULT(sNext, b.getInt64(strips)), strip, exit);
 
   b.SetInsertPoint(exit);
   b.CreateRetVoid();

@@ -247,11 +247,14 @@ void KernelLowering::emitContractionMicrokernels(const kir::Contraction& c, Cont
     if (c.aRowIndex != kir::kNoExpr)  // a separable A's C(p), all of K (packBf16A)
       separable_.colOffset =
           entryAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(c.k)), "acols.bf16");
-    llvm::Function* tile = opts_.bf16Unit == kir::Bf16Unit::AmxTiles
-                               ? emitAmxMicrokernel(m_, k_.name, opts_.cpu, opts_.features)
-                               : emitBf16DotMicrokernel(m_, k_.name, opts_.cpu, opts_.features);
+    // (VDPBF16PS: the 8-row strips that hold a tile's rows.)
+    constexpr int64_t kStripRows = 8;
     for (int64_t rows = 1; rows <= c.mr; ++rows)
-      plan.micro.push_back(rowCountUsed[static_cast<size_t>(rows)] ? tile : nullptr);
+      plan.micro.push_back(
+          !rowCountUsed[static_cast<size_t>(rows)] ? nullptr
+          : opts_.bf16Unit == kir::Bf16Unit::AmxTiles
+              ? emitAmxMicrokernel(m_, k_.name, opts_.cpu, opts_.features)
+              : emitBf16DotMicrokernel(m_, k_.name, (rows + kStripRows - 1) / kStripRows, opts_.cpu, opts_.features));
     return;
   }
   for (int64_t rows = 1; rows <= c.mr; ++rows) {

@@ -68,9 +68,10 @@ llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owne
 
 // The same tile without AMX (kir::Bf16Unit::Avx512Dot): the operands, arguments and result of
 // emitAmxMicrokernel's, computed with AVX512-BF16's VDPBF16PS on vector accumulators, in strips of
-// 8 rows. Needs no tile configuration.
-llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
-                                       const std::string& features);
+// 8 rows: the first `strips` (1..4) of them, the tile's other rows neither read nor written. Needs
+// no tile configuration.
+llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& owner, int64_t strips,
+                                       const std::string& cpu, const std::string& features);
 
 // The internal function `name` with the signature above (void, from `a` to `next`), for `cpu` with
 // `features`, without a body: the microkernels (FMA, AMX, VDPBF16PS) are called through one switch.
