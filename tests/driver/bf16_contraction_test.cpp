@@ -80,12 +80,9 @@ constexpr Bf16Case kCases[] = {
     {"ShallowKF32WithoutAmx", 1, 64, 16, 96, false, Epilogue::Residual, true, false},
 };
 
-class Bf16Contraction : public ::testing::TestWithParam<Bf16Case> {};
-
-TEST_P(Bf16Contraction, MatchesTheRoundedOperandsProductInFloat64) {
-  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
-  const Bf16Case& c = GetParam();
-  std::mt19937 rng(11);
+// The case compiled for each unit this host has, against the float64 product of the rounded operands.
+void expectBf16Gemm(const Bf16Case& c, uint32_t seed = 11) {
+  std::mt19937 rng(seed);
   const Shape aShape = c.batch > 1 ? Shape({c.batch, c.m, c.k}) : c.transposeA ? Shape({c.k, c.m}) : Shape({c.m, c.k});
   const Shape outShape = c.batch > 1 ? Shape({c.batch, c.m, c.n}) : Shape({c.m, c.n});
   Tensor a = randomTensor(DType::F32, aShape, rng), w = randomTensor(DType::F32, Shape({c.k, c.n}), rng);
@@ -149,6 +146,13 @@ TEST_P(Bf16Contraction, MatchesTheRoundedOperandsProductInFloat64) {
     expectNear(got->front(), bf16 ? wantRounded : wantExact, tol, tol,
                (std::string(c.name) + " on " + unit.name).c_str());
   }
+}
+
+class Bf16Contraction : public ::testing::TestWithParam<Bf16Case> {};
+
+TEST_P(Bf16Contraction, MatchesTheRoundedOperandsProductInFloat64) {
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  expectBf16Gemm(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Bf16Contraction, ::testing::ValuesIn(kCases),
@@ -217,12 +221,11 @@ constexpr Bf16ConvCase kConvCases[] = {
     {"SevenBySevenStem", 3, 34, 22, 20, 7, 2, 3},
 };
 
-class Bf16Conv : public ::testing::TestWithParam<Bf16ConvCase> {};
-
-TEST_P(Bf16Conv, MatchesTheRoundedOperandsConvInFloat64) {
-  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
-  const Bf16ConvCase& c = GetParam();
-  std::mt19937 rng(17);
+// The conv (+ bias, ReLU) compiled for each unit this host has, against the float64 conv of the
+// rounded operands; bf16 expected unless the GEMM is too small for it (fewer than 16 pixels, or
+// without AMX K or output channels below 32).
+void expectBf16Conv(const Bf16ConvCase& c, uint32_t seed = 17) {
+  std::mt19937 rng(seed);
   const int64_t kk = c.kernel, oh = (c.h + 2 * c.pad - kk) / c.stride + 1, ow = (c.w + 2 * c.pad - kk) / c.stride + 1;
   Tensor x = randomTensor(DType::F32, Shape({1, c.cin, c.h, c.w}), rng);
   Tensor w = randomTensor(DType::F32, Shape({c.cout, c.cin, kk, kk}), rng);
@@ -237,40 +240,96 @@ TEST_P(Bf16Conv, MatchesTheRoundedOperandsConvInFloat64) {
       b.op(OpKind::Conv, {b.input("x", DType::F32, x.shape()), b.constant(w, "w"), b.constant(bias, "b")}, attrs);
   b.output(b.relu(conv));
   ASSERT_TRUE(b.status().isOk()) << b.status().message();
-  Tensor want(DType::F32, Shape({1, c.cout, oh, ow}));
-  for (int64_t o = 0; o < c.cout; ++o)
-    for (int64_t y = 0; y < oh; ++y)
-      for (int64_t xo = 0; xo < ow; ++xo) {
-        double sum = bias.getDouble(o);
-        for (int64_t ci = 0; ci < c.cin; ++ci)
-          for (int64_t ky = 0; ky < kk; ++ky)
-            for (int64_t kx = 0; kx < kk; ++kx) {
-              const int64_t iy = y * c.stride - c.pad + ky, ix = xo * c.stride - c.pad + kx;
-              if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-              sum += roundToBf16(static_cast<float>(x.getDouble((ci * c.h + iy) * c.w + ix))) *
-                     roundToBf16(static_cast<float>(w.getDouble(((o * c.cin + ci) * kk + ky) * kk + kx)));
-            }
-        want.setDouble((o * oh + y) * ow + xo, std::max(0.0, sum));
-      }
+  auto oracle = [&](bool rounded) {
+    auto r = [&](double v) { return rounded ? roundToBf16(static_cast<float>(v)) : v; };
+    Tensor want(DType::F32, Shape({1, c.cout, oh, ow}));
+    for (int64_t o = 0; o < c.cout; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          double sum = bias.getDouble(o);
+          for (int64_t ci = 0; ci < c.cin; ++ci)
+            for (int64_t ky = 0; ky < kk; ++ky)
+              for (int64_t kx = 0; kx < kk; ++kx) {
+                const int64_t iy = y * c.stride - c.pad + ky, ix = xo * c.stride - c.pad + kx;
+                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                sum +=
+                    r(x.getDouble((ci * c.h + iy) * c.w + ix)) * r(w.getDouble(((o * c.cin + ci) * kk + ky) * kk + kx));
+              }
+          want.setDouble((o * oh + y) * ow + xo, std::max(0.0, sum));
+        }
+    return want;
+  };
+  const Tensor wantRounded = oracle(true), wantExact = oracle(false);
+  const int64_t depth = c.cin * kk * kk;
   for (const Bf16Unit& unit : hostBf16Units()) {
     SCOPED_TRACE(unit.name);
+    const bool bf16 = oh * ow >= 16 && (std::string(unit.name) == "amx" || (depth >= 32 && c.cout >= 32));
     CompileOptions options;
     options.precision = Precision::BF16;
     options.cpuFeatures = unit.cpuFeatures;
     Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
     ASSERT_TRUE(model.isOk()) << model.status().message();
     const std::string& kir = (*model)->report().kernelIr;
-    EXPECT_NE(kir.find("operands=bf16"), std::string::npos) << kir;
-    EXPECT_NE(kir.find("transposed"), std::string::npos) << kir;
+    EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, bf16) << kir;
+    if (bf16) {
+      EXPECT_NE(kir.find("transposed"), std::string::npos) << kir;
+    }
     Expected<std::vector<Tensor>> got = (*model)->run({x});
     ASSERT_TRUE(got.isOk()) << got.status().message();
-    const double tol = 2e-7 * static_cast<double>(c.cin * kk * kk) * 4 + 1e-5;
-    expectNear(got->front(), want, tol, tol, (std::string(c.name) + " on " + unit.name).c_str());
+    const double tol = 2e-7 * static_cast<double>(depth) * 4 + 1e-5;
+    expectNear(got->front(), bf16 ? wantRounded : wantExact, tol, tol,
+               (std::string(c.name) + " on " + unit.name).c_str());
   }
+}
+
+class Bf16Conv : public ::testing::TestWithParam<Bf16ConvCase> {};
+
+TEST_P(Bf16Conv, MatchesTheRoundedOperandsConvInFloat64) {
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  expectBf16Conv(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Bf16Conv, ::testing::ValuesIn(kConvCases),
                          [](const ::testing::TestParamInfo<Bf16ConvCase>& info) { return info.param.name; });
+
+// Seeded random shapes around the tile, block and pack boundaries (every draw is logged by its
+// trace): GEMMs with K blocks, edge tiles, batches and transposed activations; convs with 1 x 1 to
+// 7 x 7 kernels, strides 1 and 2, and image rows from 5 to 40 pixels (one run, two, several, or every
+// other float per 16-row group in the pack).
+TEST(Bf16Precision, RandomGemmShapesMatchTheOracle) {
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  std::mt19937 rng(2026);
+  auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int i = 0; i < 16; ++i) {
+    Bf16Case c{"random",
+               draw(1, 2),
+               draw(16, 170),
+               draw(8, 700),
+               draw(8, 300),
+               draw(0, 3) == 0,
+               static_cast<Epilogue>(draw(0, 2))};
+    if (c.batch > 1) c.transposeA = false;
+    c.bf16WithoutAmx = c.k >= 32 && c.n >= 32;
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " m " + std::to_string(c.m) + " k " + std::to_string(c.k) +
+                 " n " + std::to_string(c.n) + (c.transposeA ? " transposed A" : ""));
+    expectBf16Gemm(c, static_cast<uint32_t>(100 + i));
+  }
+}
+
+TEST(Bf16Precision, RandomConvShapesMatchTheOracle) {
+  if (hostBf16Units().empty()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  std::mt19937 rng(2027);
+  auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int i = 0; i < 16; ++i) {
+    const int64_t kernel = 2 * draw(0, 3) + 1;
+    Bf16ConvCase c{"random", draw(1, 40), draw(24, 72),       draw(kernel, 24), draw(std::max<int64_t>(kernel, 5), 40),
+                   kernel,   draw(1, 2),  draw(0, kernel / 2)};
+    SCOPED_TRACE("cin " + std::to_string(c.cin) + " cout " + std::to_string(c.cout) + " " + std::to_string(c.h) + "x" +
+                 std::to_string(c.w) + " kernel " + std::to_string(kernel) + " stride " + std::to_string(c.stride) +
+                 " pad " + std::to_string(c.pad));
+    expectBf16Conv(c, static_cast<uint32_t>(200 + i));
+  }
+}
 
 // A CPU with neither AMX-BF16 nor AVX512-BF16, or a tile target without them (here: AVX2's 256-bit
 // vectors on any host), is refused with what is missing, not compiled to f32 behind the user's back;
