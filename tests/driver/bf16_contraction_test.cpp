@@ -38,6 +38,28 @@ std::vector<Bf16Unit> hostBf16Units() {
   return units;
 }
 
+// `g` compiled with --precision=bf16 for `unit`: its kernels take the bf16 path exactly when `bf16`
+// (and its plan then needs the unit's features), their kernel IR holds `kirMentions`, and its output
+// on `inputs` is within `tol` of `want`.
+void expectOnUnit(const Graph& g, const Bf16Unit& unit, bool bf16, const std::vector<Tensor>& inputs,
+                  const Tensor& want, double tol, const std::string& what,
+                  const std::vector<std::string>& kirMentions = {}) {
+  SCOPED_TRACE(unit.name);
+  CompileOptions options;
+  options.precision = Precision::BF16;
+  options.cpuFeatures = unit.cpuFeatures;
+  std::unique_ptr<Graph> copy = g.clone();  // (compiling rewrites the graph: each unit gets the original)
+  Expected<std::unique_ptr<CompiledModel>> model = compileJit(*copy, options);
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  const std::string& kir = (*model)->report().kernelIr;
+  EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, bf16) << kir;
+  EXPECT_EQ((*model)->report().plan.find(unit.needs) != std::string::npos, bf16) << (*model)->report().plan;
+  for (const std::string& mention : kirMentions) EXPECT_NE(kir.find(mention), std::string::npos) << mention << kir;
+  Expected<std::vector<Tensor>> got = (*model)->run(inputs);
+  ASSERT_TRUE(got.isOk()) << got.status().message();
+  expectNear(got->front(), want, tol, tol, (what + " on " + unit.name).c_str());
+}
+
 // f32 -> bf16 -> f32, round to nearest even (finite inputs), written independently of nnc's.
 double roundToBf16(float f) {
   uint32_t u = 0;
@@ -127,24 +149,12 @@ void expectBf16Gemm(const Bf16Case& c, uint32_t seed = 11) {
     return want;
   };
   const Tensor wantRounded = oracle(true), wantExact = oracle(false);
+  // f32 sums of k products (each exact in f32: two 8-bit significands): rounding alone.
+  const double tol = 2e-7 * static_cast<double>(c.k) * std::max(1.0, largest / 8) + 1e-6;
   for (const Bf16Unit& unit : hostBf16Units()) {
-    SCOPED_TRACE(unit.name);
     const bool bf16 = c.expectBf16 && (std::string(unit.name) == "amx" || c.bf16WithoutAmx);
-    CompileOptions options;
-    options.precision = Precision::BF16;
-    options.cpuFeatures = unit.cpuFeatures;
-    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
-    ASSERT_TRUE(model.isOk()) << model.status().message();
-    const std::string& kir = (*model)->report().kernelIr;
-    EXPECT_NE(kir.find("contraction batch"), std::string::npos) << kir;  // a packed GEMM either way
-    EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, bf16) << kir;
-    EXPECT_EQ((*model)->report().plan.find(unit.needs) != std::string::npos, bf16) << (*model)->report().plan;
-    Expected<std::vector<Tensor>> got = (*model)->run(inputs);
-    ASSERT_TRUE(got.isOk()) << got.status().message();
-    // f32 sums of k products (each exact in f32: two 8-bit significands): rounding alone.
-    const double tol = 2e-7 * static_cast<double>(c.k) * std::max(1.0, largest / 8) + 1e-6;
-    expectNear(got->front(), bf16 ? wantRounded : wantExact, tol, tol,
-               (std::string(c.name) + " on " + unit.name).c_str());
+    // (A packed GEMM either way.)
+    expectOnUnit(g, unit, bf16, inputs, bf16 ? wantRounded : wantExact, tol, c.name, {"contraction batch"});
   }
 }
 
@@ -183,20 +193,8 @@ TEST(Bf16Precision, ASeparableActivationIsGatheredAsItIsPacked) {
                roundToBf16(static_cast<float>(w.getDouble(p * n + j)));
       want.setDouble(i * n + j, sum);
     }
-  for (const Bf16Unit& unit : hostBf16Units()) {
-    SCOPED_TRACE(unit.name);
-    CompileOptions options;
-    options.precision = Precision::BF16;
-    options.cpuFeatures = unit.cpuFeatures;
-    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
-    ASSERT_TRUE(model.isOk()) << model.status().message();
-    const std::string& kir = (*model)->report().kernelIr;
-    EXPECT_NE(kir.find("separable"), std::string::npos) << kir;
-    EXPECT_NE(kir.find("operands=bf16"), std::string::npos) << kir;
-    Expected<std::vector<Tensor>> got = (*model)->run({x});
-    ASSERT_TRUE(got.isOk()) << got.status().message();
-    expectNear(got->front(), want, 1e-4, 1e-4, "heads merged");
-  }
+  for (const Bf16Unit& unit : hostBf16Units())
+    expectOnUnit(g, unit, true, {x}, want, 1e-4, "heads merged", {"separable"});
 }
 
 // Convolutions (channel-first): the weights the compile-time packed B of a transposed GEMM, pixels x
@@ -261,24 +259,11 @@ void expectBf16Conv(const Bf16ConvCase& c, uint32_t seed = 17) {
   };
   const Tensor wantRounded = oracle(true), wantExact = oracle(false);
   const int64_t depth = c.cin * kk * kk;
+  const double tol = 2e-7 * static_cast<double>(depth) * 4 + 1e-5;
   for (const Bf16Unit& unit : hostBf16Units()) {
-    SCOPED_TRACE(unit.name);
     const bool bf16 = oh * ow >= 16 && (std::string(unit.name) == "amx" || (depth >= 32 && c.cout >= 32));
-    CompileOptions options;
-    options.precision = Precision::BF16;
-    options.cpuFeatures = unit.cpuFeatures;
-    Expected<std::unique_ptr<CompiledModel>> model = compileJit(g, options);
-    ASSERT_TRUE(model.isOk()) << model.status().message();
-    const std::string& kir = (*model)->report().kernelIr;
-    EXPECT_EQ(kir.find("operands=bf16") != std::string::npos, bf16) << kir;
-    if (bf16) {
-      EXPECT_NE(kir.find("transposed"), std::string::npos) << kir;
-    }
-    Expected<std::vector<Tensor>> got = (*model)->run({x});
-    ASSERT_TRUE(got.isOk()) << got.status().message();
-    const double tol = 2e-7 * static_cast<double>(depth) * 4 + 1e-5;
-    expectNear(got->front(), bf16 ? wantRounded : wantExact, tol, tol,
-               (std::string(c.name) + " on " + unit.name).c_str());
+    expectOnUnit(g, unit, bf16, {x}, bf16 ? wantRounded : wantExact, tol, c.name,
+                 bf16 ? std::vector<std::string>{"transposed"} : std::vector<std::string>{});
   }
 }
 

@@ -66,28 +66,41 @@ void KernelLowering::emitPointwiseTileEpilogue(const kir::Contraction& c, const 
       "epi.outer", noVectorLoop());
 }
 
+// The kernel's store of `sums` (the tile's vector of products along the output's contiguous axis,
+// from point (i, j) on) through its epilogue expression; masked to `mask`'s lanes where given.
+void KernelLowering::storeEpilogueVector(const kir::Contraction& c, Value* i, Value* j, Value* sums,
+                                         llvm::Constant* mask) {
+  const kir::Store& store = k_.stores[0];
+  scopes_.emplace_back();
+  bind(rowVar(c), i);
+  bind(colVar(c), j);
+  vectorReduced_.assign(1, sums);
+  reduced_.assign(1, nullptr);
+  Value* index = value(store.index);
+  Value* stored = vectorValue(store.value);
+  if (index && stored) {
+    Value* at = b_.CreateInBoundsGEP(b_.getFloatTy(), bases_[store.slot], index);
+    if (mask)
+      b_.CreateMaskedStore(stored, at, llvm::Align(4), mask);
+    else
+      b_.CreateAlignedStore(stored, at, llvm::Align(4));
+  }
+  scopes_.pop_back();
+}
+
 // A whole as-is tile: the epilogue row by row in vectors of the tile's own width,
 // unrolled, so that its loads of the tile are the microkernel's stores just made
 // (LLVM forwards them: the accumulators go from registers to the output).
 void KernelLowering::emitWholeTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
                                            const TileBounds& bounds) {
   llvm::Type* f32 = b_.getFloatTy();
-  const kir::Store& store = k_.stores[0];
   const auto lanes = static_cast<unsigned>(c.lanes);
   auto* vty = llvm::FixedVectorType::get(f32, lanes);
   for (int64_t i = 0; i < c.mr; ++i)
     for (int64_t v = 0; v < c.nr / c.lanes; ++v) {
-      scopes_.emplace_back();
-      bind(rowVar(c), b_.CreateAdd(bounds.i0, i64(i)));
-      bind(colVar(c), b_.CreateAdd(bounds.j0, i64(v * c.lanes)));
       Value* at = b_.CreateConstInBoundsGEP1_64(f32, plan.tile, i * c.nr + v * c.lanes);
-      vectorReduced_.assign(1, b_.CreateAlignedLoad(vty, at, llvm::Align(4)));
-      reduced_.assign(1, nullptr);
-      Value* index = value(store.index);
-      Value* stored = vectorValue(store.value);
-      if (index && stored)
-        b_.CreateAlignedStore(stored, b_.CreateInBoundsGEP(f32, bases_[store.slot], index), llvm::Align(4));
-      scopes_.pop_back();
+      storeEpilogueVector(c, b_.CreateAdd(bounds.i0, i64(i)), b_.CreateAdd(bounds.j0, i64(v * c.lanes)),
+                          b_.CreateAlignedLoad(vty, at, llvm::Align(4)));
     }
 }
 
@@ -97,7 +110,6 @@ void KernelLowering::emitWholeTileEpilogue(const kir::Contraction& c, const Cont
 void KernelLowering::emitWholeBf16TransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
                                                          const TileBounds& bounds) {
   llvm::Type* f32 = b_.getFloatTy();
-  const kir::Store& store = k_.stores[0];
   const int64_t lanes = c.lanes;
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(lanes));
   for (int64_t i0 = 0; i0 < c.mr; i0 += lanes)
@@ -107,18 +119,9 @@ void KernelLowering::emitWholeBf16TransposedTileEpilogue(const kir::Contraction&
         quarter.push_back(b_.CreateAlignedLoad(vty, b_.CreateConstInBoundsGEP1_64(f32, plan.tile, (i0 + i) * c.nr + j0),
                                                llvm::Align(4)));
       transposeInRegisters(b_, quarter);  // quarter[j]: column j0 + j, rows i0..i0 + 15
-      for (int64_t j = 0; j < lanes; ++j) {
-        scopes_.emplace_back();
-        bind(rowVar(c), b_.CreateAdd(bounds.i0, i64(i0)));
-        bind(colVar(c), b_.CreateAdd(bounds.j0, i64(j0 + j)));
-        vectorReduced_.assign(1, quarter[static_cast<size_t>(j)]);
-        reduced_.assign(1, nullptr);
-        Value* index = value(store.index);
-        Value* stored = vectorValue(store.value);
-        if (index && stored)
-          b_.CreateAlignedStore(stored, b_.CreateInBoundsGEP(f32, bases_[store.slot], index), llvm::Align(4));
-        scopes_.pop_back();
-      }
+      for (int64_t j = 0; j < lanes; ++j)
+        storeEpilogueVector(c, b_.CreateAdd(bounds.i0, i64(i0)), b_.CreateAdd(bounds.j0, i64(j0 + j)),
+                            quarter[static_cast<size_t>(j)]);
     }
 }
 
@@ -131,24 +134,15 @@ void KernelLowering::emitWholeBf16TransposedTileEpilogue(const kir::Contraction&
 void KernelLowering::emitWholeTransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
                                                      const TileBounds& bounds) {
   llvm::Type* f32 = b_.getFloatTy();
-  const kir::Store& store = k_.stores[0];
   const auto lanes = static_cast<unsigned>(c.lanes);
   auto* vty = llvm::FixedVectorType::get(f32, lanes);
   std::vector<llvm::Constant*> bits;
   for (unsigned l = 0; l < lanes; ++l) bits.push_back(b_.getInt1(l < c.mr));
   llvm::Constant* mask = llvm::ConstantVector::get(bits);
   for (int64_t j = 0; j < c.nr; ++j) {
-    scopes_.emplace_back();
-    bind(rowVar(c), bounds.i0);
-    bind(colVar(c), b_.CreateAdd(bounds.j0, i64(j)));
     Value* at = b_.CreateConstInBoundsGEP1_64(f32, plan.tile, j * c.lanes);
-    vectorReduced_.assign(1, b_.CreateAlignedLoad(vty, at, llvm::Align(4), "epi.tcol"));
-    reduced_.assign(1, nullptr);
-    Value* index = value(store.index);
-    Value* stored = vectorValue(store.value);
-    if (index && stored)
-      b_.CreateMaskedStore(stored, b_.CreateInBoundsGEP(f32, bases_[store.slot], index), llvm::Align(4), mask);
-    scopes_.pop_back();
+    storeEpilogueVector(c, bounds.i0, b_.CreateAdd(bounds.j0, i64(j)),
+                        b_.CreateAlignedLoad(vty, at, llvm::Align(4), "epi.tcol"), mask);
   }
 }
 

@@ -148,6 +148,7 @@ class KernelLowering {
   void emitTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan, const TileBounds& bounds);
   void emitPointwiseTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan, const TileBounds& bounds);
   void emitWholeTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan, const TileBounds& bounds);
+  void storeEpilogueVector(const kir::Contraction& c, Value* i, Value* j, Value* sums, llvm::Constant* mask = nullptr);
   void emitWholeBf16TransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
                                            const TileBounds& bounds);
   void emitWholeTransposedTileEpilogue(const kir::Contraction& c, const ContractionPlan& plan,
