@@ -449,7 +449,6 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   c.m = transposed ? gemm->n : gemm->m;
   c.n = transposed ? gemm->m : gemm->n;
   c.k = gemm->k;
-  c.partialsInOutput = !transposed && out->dtype() == DType::F32;  // (for bf16: see below)
   // The GEMM's operands: lhs (its A) and rhs (its B), each packed at compile time when it is a
   // constant read as it is (no prologue): B into panels, A (a conv's weights) into row tiles.
   const Value* lhs = transposed ? b : a;
@@ -464,9 +463,9 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   if (packB) c.bLayout = kir::Contraction::BLayout::Packed;
   const bool bf16 = packB && !c.aPacked && bf16Shape(target, c.m, c.k, c.n);
   if (bf16) c.operands = DType::BF16;
-  // K blocks keep a bf16 GEMM's partial sums in a block of their own, never in the output: a
-  // transposed one (a conv's) may have them too.
-  if (bf16) c.partialsInOutput = out->dtype() == DType::F32;
+  // K blocks keep partial sums in the output, or a bf16 GEMM's in a block of their own: a transposed
+  // one (a conv's) may have them too.
+  c.partialsInOutput = (!transposed || bf16) && out->dtype() == DType::F32;
   chooseTile(target, c);
   if (bf16) {
     c.lanes = kBf16Lanes;

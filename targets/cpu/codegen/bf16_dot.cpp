@@ -57,8 +57,6 @@ llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& 
 
   auto* entry = llvm::BasicBlock::Create(c, "entry", fn);
   auto* strip = llvm::BasicBlock::Create(c, "strip", fn);
-  auto* partials = llvm::BasicBlock::Create(c, "partials", fn);
-  auto* start = llvm::BasicBlock::Create(c, "start", fn);
   auto* loop = llvm::BasicBlock::Create(c, "k", fn);
   auto* stripDone = llvm::BasicBlock::Create(c, "strip.done", fn);
   auto* exit = llvm::BasicBlock::Create(c, "done", fn);
@@ -78,21 +76,8 @@ llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& 
     return b.CreateConstInBoundsGEP1_64(f32, b.CreateInBoundsGEP(f32, base, b.CreateMul(b.getInt64(r), ld)),
                                         v * kLanes);
   };
-  b.CreateCondBr(accumulate, partials, start);
-  b.SetInsertPoint(partials);
-  std::vector<llvm::Value*> loaded;
-  for (int64_t r = 0; r < kStripRows; ++r)
-    for (int64_t v = 0; v < kVectors; ++v)
-      loaded.push_back(b.CreateAlignedLoad(vf32, element(srcStrip, ldSrc, r, v), elementAlign));
-  b.CreateBr(start);
-  b.SetInsertPoint(start);
-  std::vector<llvm::Value*> init;
-  for (llvm::Value* partial : loaded) {
-    llvm::PHINode* phi = b.CreatePHI(vf32, 2);
-    phi->addIncoming(llvm::ConstantAggregateZero::get(vf32), strip);
-    phi->addIncoming(partial, partials);
-    init.push_back(phi);
-  }
+  const std::vector<llvm::Value*> init = startingSums(b, accumulate, srcStrip, ldSrc, kStripRows, kVectors, vf32);
+  llvm::BasicBlock* start = b.GetInsertBlock();
   b.CreateBr(loop);
 
   // One K step of 32: the strip's 8 rows x 64 bytes of A (rows 64 bytes apart, steps 2 KiB apart) and

@@ -496,7 +496,7 @@ Expected<std::unique_ptr<CpuModule>> CpuModule::build(const std::vector<kir::Ker
   const kir::TileTarget tile = hostTileTarget(opts);
   lowering.vectorLanes = tile.lanes;
   lowering.l2Bytes = tile.l2Bytes;
-  lowering.bf16Unit = bf16UnitOf(impl->features);
+  lowering.bf16Unit = tile.bf16Unit;
   impl->vectorMathLanes = vectorMathLanes(opts, lowering.vectorLanes, impl->triple, impl->features);
   lowering.vectorMathLanes = impl->vectorMathLanes;
 

@@ -27,8 +27,7 @@ struct LoweringOptions {
   // Bytes of one core's L2 (kir::TileTarget::l2Bytes): packed weights, or an output, over half of it
   // are taken not to stay there between runs (the GEMM's prefetch hints).
   int64_t l2Bytes = kir::TileTarget().l2Bytes;
-  // The unit a BF16 contraction's microkernel computes on (kir::TileTarget::bf16Unit of these
-  // features).
+  // The unit a BF16 contraction's microkernel computes on (the tile target's, kir::TileTarget::bf16Unit).
   kir::Bf16Unit bf16Unit = kir::Bf16Unit::None;
 };
 

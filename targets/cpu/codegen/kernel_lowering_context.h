@@ -172,7 +172,7 @@ class KernelLowering {
                                          Value* kc0, Value* kLen, Value* buffer);
   void copyTile(Value* src, int64_t srcStride, Value* dst, int64_t dstStride, Value* rows, Value* cols);
 
-  // --- amx.cpp: bf16 contractions on AMX tiles
+  // --- amx.cpp: the AMX tile configuration, and the bf16 pack of A (both bf16 units)
   void loadTileConfig();
   void packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* packed);
 

@@ -50,6 +50,34 @@ void transposeInRegisters(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& row
   }
 }
 
+std::vector<llvm::Value*> startingSums(llvm::IRBuilderBase& b, llvm::Value* accumulate, llvm::Value* src,
+                                       llvm::Value* ldSrc, int64_t rows, int64_t vectors, llvm::FixedVectorType* vty) {
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* from = b.GetInsertBlock();
+  // Partial sums are read only when accumulating (src holds nothing otherwise).
+  auto* partials = llvm::BasicBlock::Create(b.getContext(), "partials", fn);
+  auto* start = llvm::BasicBlock::Create(b.getContext(), "start", fn);
+  b.CreateCondBr(accumulate, partials, start);
+  b.SetInsertPoint(partials);
+  std::vector<llvm::Value*> loaded;
+  for (int64_t i = 0; i < rows; ++i) {
+    llvm::Value* row = b.CreateInBoundsGEP(b.getFloatTy(), src, b.CreateMul(b.getInt64(i), ldSrc));
+    for (int64_t v = 0; v < vectors; ++v)
+      loaded.push_back(b.CreateAlignedLoad(
+          vty, b.CreateConstInBoundsGEP1_64(b.getFloatTy(), row, v * vty->getNumElements()), llvm::Align(4)));
+  }
+  b.CreateBr(start);
+  b.SetInsertPoint(start);
+  std::vector<llvm::Value*> sums;
+  for (llvm::Value* partial : loaded) {
+    llvm::PHINode* phi = b.CreatePHI(vty, 2);
+    phi->addIncoming(llvm::ConstantAggregateZero::get(vty), from);
+    phi->addIncoming(partial, partials);
+    sums.push_back(phi);
+  }
+  return sums;
+}
+
 llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
                                           const std::string& features) {
   llvm::IRBuilder<> b(module.getContext());
@@ -94,29 +122,9 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, 
   auto* loop = llvm::BasicBlock::Create(c, "k", fn);
   auto* exit = llvm::BasicBlock::Create(c, "done", fn);
   b.SetInsertPoint(entry);
-  std::vector<llvm::Value*> init;
   llvm::Value* zero = llvm::ConstantAggregateZero::get(vty);
-  // Partial sums are read only when accumulating (src holds nothing otherwise).
-  auto* loadBlock = llvm::BasicBlock::Create(c, "partials", fn);
-  auto* start = llvm::BasicBlock::Create(c, "start", fn);
-  b.CreateCondBr(accumulate, loadBlock, start);
-  b.SetInsertPoint(loadBlock);
-  std::vector<llvm::Value*> loaded;
-  for (int64_t i = 0; i < s.rows; ++i) {
-    llvm::Value* row = b.CreateInBoundsGEP(f32, src, b.CreateMul(b.getInt64(i), ldSrc));
-    for (int64_t v = 0; v < vectors; ++v) {
-      llvm::Value* ptr = b.CreateConstInBoundsGEP1_64(f32, row, v * s.lanes);
-      loaded.push_back(b.CreateAlignedLoad(vty, b.CreateBitCast(ptr, vty->getPointerTo()), scalarAlign));
-    }
-  }
-  b.CreateBr(start);
-  b.SetInsertPoint(start);
-  for (llvm::Value* partial : loaded) {
-    llvm::PHINode* phi = b.CreatePHI(vty, 2);
-    phi->addIncoming(zero, entry);
-    phi->addIncoming(partial, loadBlock);
-    init.push_back(phi);
-  }
+  const std::vector<llvm::Value*> init = startingSums(b, accumulate, src, ldSrc, s.rows, vectors, vty);
+  llvm::BasicBlock* start = b.GetInsertBlock();
   b.CreateBr(loop);
 
   b.SetInsertPoint(loop);

@@ -78,6 +78,12 @@ llvm::Function* emitBf16DotMicrokernel(llvm::Module& module, const std::string& 
 llvm::Function* createMicrokernelFunction(llvm::Module& module, const std::string& name, const std::string& cpu,
                                           const std::string& features);
 
+// The accumulators a register tile starts from: `rows` x `vectors` vectors of `vty` read from `src`
+// (rows ldSrc floats apart) where `accumulate`, else zeros. Emitted from the builder's block, which
+// branches; the builder is left in the block where both ways meet.
+std::vector<llvm::Value*> startingSums(llvm::IRBuilderBase& b, llvm::Value* accumulate, llvm::Value* src,
+                                       llvm::Value* ldSrc, int64_t rows, int64_t vectors, llvm::FixedVectorType* vty);
+
 // Transposes a square of vectors in place: `rows` (L vectors of L lanes, L a power of two) become
 // their columns (shuffles only).
 void transposeInRegisters(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& rows);
