@@ -22,6 +22,38 @@ namespace {
 constexpr int kTileRows = 16, kTileBytesPerRow = 64;
 constexpr uint8_t kC00 = 0, kC01 = 1, kC10 = 2, kC11 = 3, kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7;
 constexpr int64_t kPanelColumns = 32, kPairRowBytes = kPanelColumns * 2 * 2;  // a B pair row: 32 columns x 2 bf16
+
+// One K step of a 32 x 32 tile's products: A's columns [32 s, 32 s + 32) (2 KiB: 32 rows of 64
+// bytes, contiguous) against B's pair rows [16 s, 16 s + 16) (2 KiB), two streams the hardware
+// prefetchers follow, into the four accumulators.
+void emitAmxProductStep(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* a, llvm::Value* bp,
+                        llvm::Value* step) {
+  llvm::Function* load = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tileloadd64);
+  llvm::Function* dot = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tdpbf16ps);
+  const int64_t aRowBytes = kTileBytesPerRow, aStepBytes = 2 * kTileRows * kTileBytesPerRow;
+  llvm::Value* aAt = b.CreateInBoundsGEP(b.getInt8Ty(), a, b.CreateMul(step, b.getInt64(aStepBytes)));
+  llvm::Value* bAt = b.CreateInBoundsGEP(b.getInt8Ty(), bp, b.CreateMul(step, b.getInt64(kTileRows * kPairRowBytes)));
+  b.CreateCall(load, {b.getInt8(kA0), aAt, b.getInt64(aRowBytes)});
+  b.CreateCall(load, {b.getInt8(kB0), bAt, b.getInt64(kPairRowBytes)});
+  b.CreateCall(load, {b.getInt8(kB1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), bAt, kTileBytesPerRow),
+                      b.getInt64(kPairRowBytes)});
+  b.CreateCall(dot, {b.getInt8(kC00), b.getInt8(kA0), b.getInt8(kB0)});
+  b.CreateCall(dot, {b.getInt8(kC01), b.getInt8(kA0), b.getInt8(kB1)});
+  b.CreateCall(load, {b.getInt8(kA1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), aAt, kTileRows * aRowBytes),
+                      b.getInt64(aRowBytes)});
+  b.CreateCall(dot, {b.getInt8(kC10), b.getInt8(kA1), b.getInt8(kB0)});
+  b.CreateCall(dot, {b.getInt8(kC11), b.getInt8(kA1), b.getInt8(kB1)});
+}
+
+// The four accumulators stored whole to dst, rows ldDstBytes apart: (0, 0), (0, 16), (16, 0), (16, 16).
+void emitAmxStoreAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* dst, llvm::Value* ldDstBytes) {
+  llvm::Function* store = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tilestored64);
+  llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), dst, b.CreateMul(ldDstBytes, b.getInt64(kTileRows)));
+  const std::array<llvm::Value*, 4> to = {dst, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), dst, kTileBytesPerRow),
+                                          lower, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, kTileBytesPerRow)};
+  const std::array<uint8_t, 4> accumulators = {kC00, kC01, kC10, kC11};
+  for (size_t q = 0; q < 4; ++q) b.CreateCall(store, {b.getInt8(accumulators[q]), to[q], ldDstBytes});
+}
 }  // namespace
 
 llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
@@ -50,8 +82,6 @@ llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owne
   auto intrinsic = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
   llvm::Function* zero = intrinsic(llvm::Intrinsic::x86_tilezero);
   llvm::Function* load = intrinsic(llvm::Intrinsic::x86_tileloadd64);
-  llvm::Function* dot = intrinsic(llvm::Intrinsic::x86_tdpbf16ps);
-  llvm::Function* store = intrinsic(llvm::Intrinsic::x86_tilestored64);
   // The four accumulator tiles at (row, column) offsets of 16 of a tile `at`, rows `ld` bytes apart.
   const int64_t half = kTileBytesPerRow;  // 16 f32 columns
   auto quarters = [&](llvm::Value* at, llvm::Value* ld) {
@@ -73,28 +103,13 @@ llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owne
   llvm::PHINode* step = b.CreatePHI(i64, 3, "step");
   step->addIncoming(b.getInt64(0), partials);
   step->addIncoming(b.getInt64(0), zeros);
-  // Step s reads A's columns [32 s, 32 s + 32) (2 KiB: 32 rows of 64 bytes, contiguous) and B's pair
-  // rows [16 s, 16 s + 16) (2 KiB): two streams the hardware prefetchers follow.
-  const int64_t aRowBytes = kTileBytesPerRow, aStepBytes = 2 * kTileRows * kTileBytesPerRow;
-  llvm::Value* aAt = b.CreateInBoundsGEP(b.getInt8Ty(), a, b.CreateMul(step, b.getInt64(aStepBytes)));
-  llvm::Value* bAt = b.CreateInBoundsGEP(b.getInt8Ty(), bp, b.CreateMul(step, b.getInt64(kTileRows * kPairRowBytes)));
-  b.CreateCall(load, {b.getInt8(kA0), aAt, b.getInt64(aRowBytes)});
-  b.CreateCall(load, {b.getInt8(kB0), bAt, b.getInt64(kPairRowBytes)});
-  b.CreateCall(load, {b.getInt8(kB1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), bAt, kTileBytesPerRow),
-                      b.getInt64(kPairRowBytes)});
-  b.CreateCall(dot, {b.getInt8(kC00), b.getInt8(kA0), b.getInt8(kB0)});
-  b.CreateCall(dot, {b.getInt8(kC01), b.getInt8(kA0), b.getInt8(kB1)});
-  b.CreateCall(load, {b.getInt8(kA1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), aAt, kTileRows * aRowBytes),
-                      b.getInt64(aRowBytes)});
-  b.CreateCall(dot, {b.getInt8(kC10), b.getInt8(kA1), b.getInt8(kB0)});
-  b.CreateCall(dot, {b.getInt8(kC11), b.getInt8(kA1), b.getInt8(kB1)});
+  emitAmxProductStep(b, module, a, bp, step);
   llvm::Value* next = b.CreateAdd(step, b.getInt64(1), "step.next", /*HasNUW=*/true, /*HasNSW=*/true);
   step->addIncoming(next, loop);
   b.CreateCondBr(b.CreateICmpULT(next, steps), loop, exit);
 
   b.SetInsertPoint(exit);
-  const std::array<llvm::Value*, 4> to = quarters(dst, ldDstBytes);
-  for (size_t q = 0; q < 4; ++q) b.CreateCall(store, {b.getInt8(accumulators[q]), to[q], ldDstBytes});
+  emitAmxStoreAccumulators(b, module, dst, ldDstBytes);
   b.CreateRetVoid();
   return fn;
 }
@@ -116,6 +131,101 @@ void KernelLowering::loadTileConfig() {
   }
   b_.CreateStore(llvm::ConstantDataArray::get(m_.getContext(), image), config);
   b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_ldtilecfg), {config});
+}
+
+// A whole as-is 32 x 32 tile with its epilogue software-pipelined: the products start from zero and
+// are stored whole to a scratch tile (or, in the first of several K blocks, to the task's partial
+// sums), and the epilogue of the tile before runs a few rows after each K step of this one's
+// products. Measured (bench/NOTES.md), vector loads of a tile just stored by TILESTORED wait for the
+// tile unit: an epilogue run right after its tile's stores held a K block of 8 steps to 62% of the
+// AMX peak, spread over the next tile's steps it ran at 87%. The partial sums of earlier K blocks are
+// added the same way (in vectors, not TILELOADD before the products, which cost as much).
+void KernelLowering::emitPipelinedBf16Tile(const kir::Contraction& c, const ContractionPlan& plan,
+                                           const ContractionBlock& block, Value* i0, Value* j0, Value* aTile,
+                                           Value* bPanel, Value* partialTile) {
+  const PendingEpilogue& pending = plan.pending;
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC00)});
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC01)});
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC10)});
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC11)});
+  Value* steps = b_.CreateUDiv(b_.CreateAdd(block.kLen, i64(kir::kBf16TileK - 1)), i64(kir::kBf16TileK));
+  Value* rowsPerStep = b_.CreateUDiv(b_.CreateAdd(i64(c.mr), b_.CreateSub(steps, i64(1))), steps);
+  emitLoop(
+      i64(0), steps,
+      [&](Value* step) {
+        emitAmxProductStep(b_, m_, aTile, bPanel, step);
+        Value* r0 = smin(b_.CreateMul(step, rowsPerStep), i64(c.mr));
+        Value* r1 = smin(b_.CreateAdd(r0, rowsPerStep), i64(c.mr));
+        emitPendingEpilogueRows(c, plan, r0, r1);
+      },
+      "amx.k", noVectorLoop());
+  // This tile's sums: straight into the partial sums in the first of several K blocks (nothing to
+  // add yet), else to the scratch tile not being read, with its epilogue pending.
+  Value* parity = b_.CreateLoad(b_.getInt64Ty(), pending.parity);
+  Value* scratch = b_.CreateSelect(b_.CreateICmpEQ(parity, i64(0)), plan.tile, pending.otherTile);
+  const bool blocks = partialTile != nullptr;
+  Value* toPartials = blocks ? b_.CreateAnd(block.first, b_.CreateNot(block.last)) : b_.getFalse();
+  Value* dst = blocks ? b_.CreateSelect(toPartials, partialTile, scratch) : scratch;
+  emitAmxStoreAccumulators(b_, m_, dst, i64(c.nr * 4));
+  b_.CreateStore(
+      b_.CreateSelect(toPartials, i64(PendingEpilogue::kNone),
+                      b_.CreateSelect(block.last, i64(PendingEpilogue::kFinal), i64(PendingEpilogue::kAccumulate))),
+      pending.kind);
+  b_.CreateStore(i0, pending.i0);
+  b_.CreateStore(j0, pending.j0);
+  b_.CreateStore(scratch, pending.sums);
+  if (blocks) b_.CreateStore(partialTile, pending.partials);
+  b_.CreateStore(b_.CreateSelect(toPartials, parity, b_.CreateXor(parity, i64(1))), pending.parity);
+}
+
+// Rows [r0, r1) of the pending tile's epilogue: its sums (plus the partial sums of earlier K blocks)
+// through the kernel's store, or, before the last K block, added into the partial sums.
+void KernelLowering::emitPendingEpilogueRows(const kir::Contraction& c, const ContractionPlan& plan, Value* r0,
+                                             Value* r1) {
+  const PendingEpilogue& pending = plan.pending;
+  llvm::Type* f32 = b_.getFloatTy();
+  auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(c.lanes));
+  Value* kind = b_.CreateLoad(b_.getInt64Ty(), pending.kind);
+  Value* sums = b_.CreateLoad(b_.getPtrTy(), pending.sums);
+  Value* partials = plan.partials ? b_.CreateLoad(b_.getPtrTy(), pending.partials) : nullptr;
+  auto rows = [&](const std::function<void(Value * i, int64_t v, Value * x, Value * at)>& each, const char* name) {
+    emitLoop(
+        r0, r1,
+        [&](Value* i) {
+          for (int64_t v = 0; v < c.nr / c.lanes; ++v) {
+            Value* offset = b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), i64(v * c.lanes));
+            Value* x = b_.CreateAlignedLoad(vty, b_.CreateInBoundsGEP(f32, sums, offset), llvm::Align(4));
+            each(i, v, x, partials ? b_.CreateInBoundsGEP(f32, partials, offset) : nullptr);
+          }
+        },
+        name, noVectorLoop());
+  };
+  auto load = [&](Value* at) { return b_.CreateAlignedLoad(vty, at, llvm::Align(4)); };
+  emitIf(b_.CreateICmpNE(kind, i64(PendingEpilogue::kNone)), [&] {
+    auto final = [&] {
+      Value* i0 = b_.CreateLoad(b_.getInt64Ty(), pending.i0);
+      Value* j0 = b_.CreateLoad(b_.getInt64Ty(), pending.j0);
+      rows(
+          [&](Value* i, int64_t v, Value* x, Value* at) {
+            storeEpilogueVector(c, b_.CreateAdd(i0, i), b_.CreateAdd(j0, i64(v * c.lanes)),
+                                at ? b_.CreateFAdd(x, load(at)) : x);
+          },
+          "amx.epi.rows");
+    };
+    if (!plan.partials) return final();
+    emitIfElse(b_.CreateICmpEQ(kind, i64(PendingEpilogue::kFinal)), final, [&] {
+      rows([&](Value*, int64_t, Value* x,
+               Value* at) { b_.CreateAlignedStore(b_.CreateFAdd(x, load(at)), at, llvm::Align(4)); },
+           "amx.partial.rows");
+    });
+  });
+}
+
+// The pending epilogue, whole: before a tile that does not pipeline and at the end of each task (its
+// partial sums are the next task's).
+void KernelLowering::flushPendingEpilogue(const kir::Contraction& c, const ContractionPlan& plan) {
+  emitPendingEpilogueRows(c, plan, i64(0), i64(c.mr));
+  b_.CreateStore(i64(PendingEpilogue::kNone), plan.pending.kind);
 }
 
 // Rows [m0, m1) of A, all of K, rounded to bf16 (nearest even) into row tiles [tile][kPadded / 32

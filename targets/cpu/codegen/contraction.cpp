@@ -79,6 +79,19 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
   plan.vectorEpilogue = prepareVectorEpilogue(c, plan);
   const bool amx = bf16 && opts_.bf16Unit == kir::Bf16Unit::AmxTiles;
   if (amx) loadTileConfig();
+  plan.pipelined = amx && !c.transposed && plan.vectorEpilogue;
+  if (plan.pipelined) {
+    PendingEpilogue& pending = plan.pending;
+    pending.kind = entryAlloca(b_.getInt64Ty(), "pending.kind");
+    pending.i0 = entryAlloca(b_.getInt64Ty(), "pending.i0");
+    pending.j0 = entryAlloca(b_.getInt64Ty(), "pending.j0");
+    pending.sums = entryAlloca(b_.getPtrTy(), "pending.sums");
+    pending.partials = entryAlloca(b_.getPtrTy(), "pending.partials");
+    pending.parity = entryAlloca(b_.getInt64Ty(), "pending.parity");
+    pending.otherTile = alignedAlloca(c.mr * c.nr, "tile.other");
+    b_.CreateStore(i64(PendingEpilogue::kNone), pending.kind);
+    b_.CreateStore(i64(0), pending.parity);
+  }
   // A bf16 B holds kPadded rows a panel, two bf16 a float.
   const int64_t packedPanelFloats = bf16 ? c.kPadded() * c.nr / 2 : c.k * c.nr;
   emitLoop(
@@ -143,6 +156,7 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
               emitBlockTiles(c, plan, {m0, m1, n0, n1, aBatch, bBatch, cBatch, kc0, kLen, first, last});
             },
             "kblock");
+        if (plan.pipelined) flushPendingEpilogue(c, plan);
       },
       "task");
   // Back to the initial tile state: a thread that has released its tiles saves and restores none.
@@ -391,15 +405,6 @@ void KernelLowering::emitRegisterTile(const kir::Contraction& c, const Contracti
     cTile = b_.CreateInBoundsGEP(f32, block.cBatch, b_.CreateAdd(b_.CreateMul(i0, i64(c.n)), j0));
     whole = b_.CreateICmpEQ(cols, i64(c.nr));
   }
-  if (cTile) {
-    emitIf(b_.CreateAnd(b_.CreateNot(block.first), b_.CreateNot(whole)),
-           [&] { copyTile(cTile, ldC, plan.tile, c.nr, rows, cols); });
-  }
-  Value* src = cTile ? b_.CreateSelect(whole, cTile, plan.tile) : plan.tile;
-  Value* ldSrc = b_.CreateSelect(whole, i64(ldC), i64(c.nr));
-  Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(block.last));
-  Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, plan.tile) : plan.tile;
-  Value* ldDst = plan.transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(ldC), i64(c.nr));
   // Row tile t of the block: packed here per K block, or at compile time
   // (tile i0 / mr of all of K, from column kc0 on).
   Value* aTile =
@@ -414,32 +419,51 @@ void KernelLowering::emitRegisterTile(const kir::Contraction& c, const Contracti
                                              b_.CreateAdd(b_.CreateMul(i0, i64(c.aRowStride)),
                                                           b_.CreateMul(block.kc0, i64(c.aColStride))))
                       : b_.CreateInBoundsGEP(f32, plan.aPacked, b_.CreateMul(b_.CreateMul(t, block.kLen), i64(c.mr)));
-  if (plan.prefetchTiles && plan.partials)
-    emitIf(block.last, [&] { prefetchTile(k_.stores[0], i0, j0, rows, cols); });
-  else if (plan.prefetchTiles)
-    prefetchTile(k_.stores[0], i0, j0, rows, cols);
-  // The same panel of the next column block (this one's at the last), from this row
-  // tile's share of it on.
-  Value* next = bPanel;
-  if (plan.prefetchNextBlock) {
-    Value* nextPanel = smin(b_.CreateAdd(panel, i64(c.nc / c.nr)), i64(c.nPanels() - 1));
-    Value* share = b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(plan.nextStride * c.k));
-    next =
-        b_.CreateGEP(b_.getInt8Ty(), block.bBatch, b_.CreateAdd(b_.CreateMul(nextPanel, i64(c.k * c.nr * 4)), share));
-  }
-  Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
-  Value* noSecond = i64(0);
-  std::vector<Value*> args = {aTile, bPanel, ldb,       block.kLen, src, ldSrc, b_.CreateNot(block.first),
-                              dst,   ldDst,  noColumns, noSecond,   next};
-  callTileMicrokernel(c, plan, block.aBatch, t, rows, args);
-  const TileBounds bounds{i0, j0, rows, cols};
-  if (cTile) {
-    emitIfElse(
-        block.last, [&] { emitTileEpilogue(c, plan, bounds); },
-        [&] { emitIf(b_.CreateNot(whole), [&] { copyTile(plan.tile, c.nr, cTile, ldC, rows, cols); }); });
-  } else {
-    emitTileEpilogue(c, plan, bounds);
-  }
+  auto viaMicrokernel = [&] {
+    if (plan.prefetchTiles && plan.partials)
+      emitIf(block.last, [&] { prefetchTile(k_.stores[0], i0, j0, rows, cols); });
+    else if (plan.prefetchTiles)
+      prefetchTile(k_.stores[0], i0, j0, rows, cols);
+    if (cTile) {
+      emitIf(b_.CreateAnd(b_.CreateNot(block.first), b_.CreateNot(whole)),
+             [&] { copyTile(cTile, ldC, plan.tile, c.nr, rows, cols); });
+    }
+    Value* src = cTile ? b_.CreateSelect(whole, cTile, plan.tile) : plan.tile;
+    Value* ldSrc = b_.CreateSelect(whole, i64(ldC), i64(c.nr));
+    Value* toOutput = b_.CreateAnd(whole, b_.CreateNot(block.last));
+    Value* dst = cTile ? b_.CreateSelect(toOutput, cTile, plan.tile) : plan.tile;
+    Value* ldDst = plan.transposedTile ? i64(c.lanes) : b_.CreateSelect(toOutput, i64(ldC), i64(c.nr));
+    // The same panel of the next column block (this one's at the last), from this row
+    // tile's share of it on.
+    Value* next = bPanel;
+    if (plan.prefetchNextBlock) {
+      Value* nextPanel = smin(b_.CreateAdd(panel, i64(c.nc / c.nr)), i64(c.nPanels() - 1));
+      Value* share = b_.CreateMul(b_.CreateUDiv(i0, i64(c.mr)), i64(plan.nextStride * c.k));
+      next =
+          b_.CreateGEP(b_.getInt8Ty(), block.bBatch, b_.CreateAdd(b_.CreateMul(nextPanel, i64(c.k * c.nr * 4)), share));
+    }
+    Value* noColumns = llvm::ConstantPointerNull::get(b_.getInt64Ty()->getPointerTo());
+    Value* noSecond = i64(0);
+    std::vector<Value*> args = {aTile, bPanel, ldb,       block.kLen, src, ldSrc, b_.CreateNot(block.first),
+                                dst,   ldDst,  noColumns, noSecond,   next};
+    callTileMicrokernel(c, plan, block.aBatch, t, rows, args);
+    const TileBounds bounds{i0, j0, rows, cols};
+    if (cTile) {
+      emitIfElse(
+          block.last, [&] { emitTileEpilogue(c, plan, bounds); },
+          [&] { emitIf(b_.CreateNot(whole), [&] { copyTile(plan.tile, c.nr, cTile, ldC, rows, cols); }); });
+    } else {
+      emitTileEpilogue(c, plan, bounds);
+    }
+  };
+  if (!plan.pipelined) return viaMicrokernel();
+  Value* wholeTile = b_.CreateAnd(b_.CreateICmpEQ(rows, i64(c.mr)), b_.CreateICmpEQ(cols, i64(c.nr)));
+  emitIfElse(
+      wholeTile, [&] { emitPipelinedBf16Tile(c, plan, block, i0, j0, aTile, bPanel, plan.partials ? cTile : nullptr); },
+      [&] {
+        flushPendingEpilogue(c, plan);
+        viaMicrokernel();
+      });
 }
 
 // The microkernel call of row tile t (`rows` rows): by its row count, or for a separable A, a tile

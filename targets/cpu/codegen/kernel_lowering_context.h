@@ -59,6 +59,14 @@ class KernelLowering {
  private:
   // What emitContraction decides for a contraction before emitting its loops, and the scratch
   // arrays and microkernels it emits for them.
+  // A bf16 AMX tile whose epilogue runs during the next tile's products (emitPipelinedBf16Tile):
+  // what it is and where its sums are, in allocas of the kernel's entry.
+  struct PendingEpilogue {
+    static constexpr int64_t kNone = 0, kAccumulate = 1, kFinal = 2;  // kind: nothing; into the partial sums; the store
+    Value *kind = nullptr, *i0 = nullptr, *j0 = nullptr, *sums = nullptr, *partials = nullptr;
+    Value* parity = nullptr;     // which of the two scratch tiles the next tile's sums go to
+    Value* otherTile = nullptr;  // the second scratch tile (the first is the plan's tile)
+  };
   struct ContractionPlan {
     // The accumulator tile is stored transposed by the microkernel (column j at j * lanes).
     bool transposedTile = false;
@@ -78,6 +86,8 @@ class KernelLowering {
     Value* panelBuf = nullptr;           // B's packed block or panel; null when B is packed ahead of time
     Value* aPacked = nullptr;            // A's packed row block; null when A is not packed here
     std::vector<llvm::Function*> micro;  // per row count 1..mr; null where no tile has that many rows
+    bool pipelined = false;              // whole bf16 AMX tiles through emitPipelinedBf16Tile
+    PendingEpilogue pending;
   };
   // One task's block of the GEMM at one K block: rows [m0, m1) and columns [n0, n1) of a batch, its
   // operands, and the K block [kc0, kc0 + kLen).
@@ -175,6 +185,10 @@ class KernelLowering {
   // --- amx.cpp: the AMX tile configuration, and the bf16 pack of A (both bf16 units)
   void loadTileConfig();
   void packBf16A(const kir::Contraction& c, Value* aBatch, Value* m0, Value* m1, Value* packed);
+  void emitPipelinedBf16Tile(const kir::Contraction& c, const ContractionPlan& plan, const ContractionBlock& block,
+                             Value* i0, Value* j0, Value* aTile, Value* bPanel, Value* partialTile);
+  void emitPendingEpilogueRows(const kir::Contraction& c, const ContractionPlan& plan, Value* r0, Value* r1);
+  void flushPendingEpilogue(const kir::Contraction& c, const ContractionPlan& plan);
 
   // --- attention.cpp: flash attention
   Status checkAttention(const kir::Attention& a) const;
