@@ -319,6 +319,7 @@ void KernelLowering::emitContractionMicrokernels(const kir::Contraction& c, Cont
 bool KernelLowering::prepareVectorEpilogue(const kir::Contraction& c, const ContractionPlan& plan) {
   const kir::Store& store = k_.stores[0];
   vectorMemo_ = VectorMemo();
+  vectorMemo_.mathCalls = true;
   facts_ = nullptr;
   windowLanes_ = c.lanes;
   for (size_t e = 0; e < k_.exprs.size(); ++e)  // the sum is the tile's vector, never its body

@@ -251,6 +251,9 @@ class KernelLowering {
     std::unordered_map<ExprId, int64_t> loadStride;
     std::map<ExprId, ExprId> foldedClamps;  // the piece's min/max facts, as affineForm substitutions
     bool strided = false;                   // some load steps by 2 or more
+    // exp, erf and tanh as vectors too (a GEMM's epilogue: the GELU of a transformer's FFN), by the
+    // libmvec variant the scalar path calls, so each element's result is the same either way.
+    bool mathCalls = false;
   } vectorMemo_;
   std::vector<Value*> vectorReduced_;
   int windowLanes_ = 0;                               // the vector width of the strided window being emitted

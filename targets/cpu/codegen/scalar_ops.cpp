@@ -273,6 +273,22 @@ std::string vectorMathVariantName(const std::string& name, unsigned lanes) {
 Value* ScalarOps::vectorMathCall(const char* name, DType t, Value* a, Value* b) {
   if (vectorMathLanes_ == 0 || t != DType::F32) return nullptr;
   const unsigned lanes = vectorMathLanes_;
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(a->getType())) {
+    // A vector of the variant's width (the vector emitter's): the variant itself.
+    if (vt->getNumElements() != lanes) return nullptr;
+    const size_t arity = b ? 2 : 1;
+    llvm::FunctionCallee variant = m_.getOrInsertFunction(
+        vectorMathVariantName(name, lanes), llvm::FunctionType::get(vt, std::vector<llvm::Type*>(arity, vt), false));
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(variant.getCallee())) {
+      fn->setDoesNotThrow();
+      fn->setDoesNotAccessMemory();
+      fn->addFnAttr(llvm::Attribute::WillReturn);
+    }
+    llvm::CallInst* call = b ? b_.CreateCall(variant, {a, b}) : b_.CreateCall(variant, {a});
+    call->setDoesNotAccessMemory();
+    call->setDoesNotThrow();
+    return call;
+  }
   const std::string wrapperName = vectorMathWrapperName(name);
   llvm::Function* wrapper = m_.getFunction(wrapperName);
   if (!wrapper) {

@@ -89,6 +89,12 @@ bool KernelLowering::vectorizable(ExprId e) {
     case ExprOp::Neg:
     case ExprOp::Abs:
     case ExprOp::Sqrt: ok = n.dtype == DType::F32 && vectorizable(n.a); break;
+    case ExprOp::Exp:
+    case ExprOp::Erf:
+    case ExprOp::Tanh:
+      ok = vectorMemo_.mathCalls && opts_.vectorMathLanes == static_cast<unsigned>(windowLanes_) &&
+           n.dtype == DType::F32 && k_.expr(n.a).dtype == DType::F32 && vectorizable(n.a);
+      break;
     case ExprOp::Add:
     case ExprOp::Sub:
     case ExprOp::Mul:
