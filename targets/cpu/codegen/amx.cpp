@@ -45,6 +45,17 @@ void emitAmxProductStep(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value*
   b.CreateCall(dot, {b.getInt8(kC11), b.getInt8(kA1), b.getInt8(kB1)});
 }
 
+// The four accumulators loaded from src, rows ldSrcBytes apart (the partial sums of earlier K blocks).
+void emitAmxLoadAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* src, llvm::Value* ldSrcBytes) {
+  llvm::Function* load = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tileloadd64);
+  llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), src, b.CreateMul(ldSrcBytes, b.getInt64(kTileRows)));
+  const std::array<llvm::Value*, 4> from = {src, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), src, kTileBytesPerRow),
+                                            lower,
+                                            b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, kTileBytesPerRow)};
+  const std::array<uint8_t, 4> accumulators = {kC00, kC01, kC10, kC11};
+  for (size_t q = 0; q < 4; ++q) b.CreateCall(load, {b.getInt8(accumulators[q]), from[q], ldSrcBytes});
+}
+
 // The four accumulators stored whole to dst, rows ldDstBytes apart: (0, 0), (0, 16), (16, 0), (16, 16).
 void emitAmxStoreAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* dst, llvm::Value* ldDstBytes) {
   llvm::Function* store = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tilestored64);
@@ -133,21 +144,27 @@ void KernelLowering::loadTileConfig() {
   b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_ldtilecfg), {config});
 }
 
-// A whole as-is 32 x 32 tile with its epilogue software-pipelined: the products start from zero and
-// are stored whole to a scratch tile (or, in the first of several K blocks, to the task's partial
-// sums), and the epilogue of the tile before runs a few rows after each K step of this one's
-// products. Measured (bench/NOTES.md), vector loads of a tile just stored by TILESTORED wait for the
-// tile unit: an epilogue run right after its tile's stores held a K block of 8 steps to 62% of the
-// AMX peak, spread over the next tile's steps it ran at 87%. The partial sums of earlier K blocks are
-// added the same way (in vectors, not TILELOADD before the products, which cost as much).
+// A whole as-is 32 x 32 tile with its epilogue software-pipelined: the products start from zero (or
+// the partial sums of earlier K blocks), and in the last K block the tile is stored whole to a scratch
+// tile whose epilogue runs a few rows after each K step of the next tile's products. Measured
+// (bench/amx_tile_probe.cpp), vector loads of a tile just stored by TILESTORED wait for the tile
+// unit: an epilogue right after its tile's stores held a K block of 8 steps to 61% of the AMX peak,
+// spread over the next tile's steps it ran at 83%. (Adding the partial sums in that epilogue too,
+// instead of loading them into the accumulators, measured no faster on large GEMMs and 12% slower
+// on the batch-64 MLP's first layer.)
 void KernelLowering::emitPipelinedBf16Tile(const kir::Contraction& c, const ContractionPlan& plan,
                                            const ContractionBlock& block, Value* i0, Value* j0, Value* aTile,
                                            Value* bPanel, Value* partialTile) {
   const PendingEpilogue& pending = plan.pending;
-  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC00)});
-  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC01)});
-  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC10)});
-  b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(kC11)});
+  Value* ldBytes = i64(c.nr * 4);
+  auto zero = [&] {
+    for (uint8_t t : {kC00, kC01, kC10, kC11})
+      b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(t)});
+  };
+  if (partialTile)
+    emitIfElse(block.first, zero, [&] { emitAmxLoadAccumulators(b_, m_, partialTile, ldBytes); });
+  else
+    zero();
   Value* steps = b_.CreateUDiv(b_.CreateAdd(block.kLen, i64(kir::kBf16TileK - 1)), i64(kir::kBf16TileK));
   Value* rowsPerStep = b_.CreateUDiv(b_.CreateAdd(i64(c.mr), b_.CreateSub(steps, i64(1))), steps);
   emitLoop(
@@ -155,77 +172,57 @@ void KernelLowering::emitPipelinedBf16Tile(const kir::Contraction& c, const Cont
       [&](Value* step) {
         emitAmxProductStep(b_, m_, aTile, bPanel, step);
         Value* r0 = smin(b_.CreateMul(step, rowsPerStep), i64(c.mr));
-        Value* r1 = smin(b_.CreateAdd(r0, rowsPerStep), i64(c.mr));
-        emitPendingEpilogueRows(c, plan, r0, r1);
+        emitPendingEpilogueRows(c, plan, r0, smin(b_.CreateAdd(r0, rowsPerStep), i64(c.mr)));
       },
       "amx.k", noVectorLoop());
-  // This tile's sums: straight into the partial sums in the first of several K blocks (nothing to
-  // add yet), else to the scratch tile not being read, with its epilogue pending.
-  Value* parity = b_.CreateLoad(b_.getInt64Ty(), pending.parity);
-  Value* scratch = b_.CreateSelect(b_.CreateICmpEQ(parity, i64(0)), plan.tile, pending.otherTile);
-  const bool blocks = partialTile != nullptr;
-  Value* toPartials = blocks ? b_.CreateAnd(block.first, b_.CreateNot(block.last)) : b_.getFalse();
-  Value* dst = blocks ? b_.CreateSelect(toPartials, partialTile, scratch) : scratch;
-  emitAmxStoreAccumulators(b_, m_, dst, i64(c.nr * 4));
-  b_.CreateStore(
-      b_.CreateSelect(toPartials, i64(PendingEpilogue::kNone),
-                      b_.CreateSelect(block.last, i64(PendingEpilogue::kFinal), i64(PendingEpilogue::kAccumulate))),
-      pending.kind);
-  b_.CreateStore(i0, pending.i0);
-  b_.CreateStore(j0, pending.j0);
-  b_.CreateStore(scratch, pending.sums);
-  if (blocks) b_.CreateStore(partialTile, pending.partials);
-  b_.CreateStore(b_.CreateSelect(toPartials, parity, b_.CreateXor(parity, i64(1))), pending.parity);
+  // Before the last K block, into the partial sums; in it, to the scratch tile not being read, with
+  // its epilogue pending.
+  auto final = [&] {
+    Value* parity = b_.CreateLoad(b_.getInt64Ty(), pending.parity);
+    Value* scratch = b_.CreateSelect(b_.CreateICmpEQ(parity, i64(0)), plan.tile, pending.otherTile);
+    emitAmxStoreAccumulators(b_, m_, scratch, ldBytes);
+    b_.CreateStore(b_.getTrue(), pending.due);
+    b_.CreateStore(i0, pending.i0);
+    b_.CreateStore(j0, pending.j0);
+    b_.CreateStore(scratch, pending.sums);
+    b_.CreateStore(b_.CreateXor(parity, i64(1)), pending.parity);
+  };
+  if (partialTile)
+    emitIfElse(block.last, final, [&] {
+      emitAmxStoreAccumulators(b_, m_, partialTile, ldBytes);
+      b_.CreateStore(b_.getFalse(), pending.due);
+    });
+  else
+    final();
 }
 
-// Rows [r0, r1) of the pending tile's epilogue: its sums (plus the partial sums of earlier K blocks)
-// through the kernel's store, or, before the last K block, added into the partial sums.
+// Rows [r0, r1) of the pending tile's epilogue (if one is due): its sums through the kernel's store.
 void KernelLowering::emitPendingEpilogueRows(const kir::Contraction& c, const ContractionPlan& plan, Value* r0,
                                              Value* r1) {
   const PendingEpilogue& pending = plan.pending;
   llvm::Type* f32 = b_.getFloatTy();
   auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(c.lanes));
-  Value* kind = b_.CreateLoad(b_.getInt64Ty(), pending.kind);
-  Value* sums = b_.CreateLoad(b_.getPtrTy(), pending.sums);
-  Value* partials = plan.partials ? b_.CreateLoad(b_.getPtrTy(), pending.partials) : nullptr;
-  auto rows = [&](const std::function<void(Value * i, int64_t v, Value * x, Value * at)>& each, const char* name) {
+  emitIf(b_.CreateLoad(b_.getInt1Ty(), pending.due), [&] {
+    Value* sums = b_.CreateLoad(b_.getPtrTy(), pending.sums);
+    Value* i0 = b_.CreateLoad(b_.getInt64Ty(), pending.i0);
+    Value* j0 = b_.CreateLoad(b_.getInt64Ty(), pending.j0);
     emitLoop(
         r0, r1,
         [&](Value* i) {
           for (int64_t v = 0; v < c.nr / c.lanes; ++v) {
             Value* offset = b_.CreateAdd(b_.CreateMul(i, i64(c.nr)), i64(v * c.lanes));
-            Value* x = b_.CreateAlignedLoad(vty, b_.CreateInBoundsGEP(f32, sums, offset), llvm::Align(4));
-            each(i, v, x, partials ? b_.CreateInBoundsGEP(f32, partials, offset) : nullptr);
+            storeEpilogueVector(c, b_.CreateAdd(i0, i), b_.CreateAdd(j0, i64(v * c.lanes)),
+                                b_.CreateAlignedLoad(vty, b_.CreateInBoundsGEP(f32, sums, offset), llvm::Align(4)));
           }
         },
-        name, noVectorLoop());
-  };
-  auto load = [&](Value* at) { return b_.CreateAlignedLoad(vty, at, llvm::Align(4)); };
-  emitIf(b_.CreateICmpNE(kind, i64(PendingEpilogue::kNone)), [&] {
-    auto final = [&] {
-      Value* i0 = b_.CreateLoad(b_.getInt64Ty(), pending.i0);
-      Value* j0 = b_.CreateLoad(b_.getInt64Ty(), pending.j0);
-      rows(
-          [&](Value* i, int64_t v, Value* x, Value* at) {
-            storeEpilogueVector(c, b_.CreateAdd(i0, i), b_.CreateAdd(j0, i64(v * c.lanes)),
-                                at ? b_.CreateFAdd(x, load(at)) : x);
-          },
-          "amx.epi.rows");
-    };
-    if (!plan.partials) return final();
-    emitIfElse(b_.CreateICmpEQ(kind, i64(PendingEpilogue::kFinal)), final, [&] {
-      rows([&](Value*, int64_t, Value* x,
-               Value* at) { b_.CreateAlignedStore(b_.CreateFAdd(x, load(at)), at, llvm::Align(4)); },
-           "amx.partial.rows");
-    });
+        "amx.epi.rows", noVectorLoop());
   });
 }
 
-// The pending epilogue, whole: before a tile that does not pipeline and at the end of each task (its
-// partial sums are the next task's).
+// The pending epilogue, whole: before a tile that does not pipeline and at the end of each task.
 void KernelLowering::flushPendingEpilogue(const kir::Contraction& c, const ContractionPlan& plan) {
   emitPendingEpilogueRows(c, plan, i64(0), i64(c.mr));
-  b_.CreateStore(i64(PendingEpilogue::kNone), plan.pending.kind);
+  b_.CreateStore(b_.getFalse(), plan.pending.due);
 }
 
 // Rows [m0, m1) of A, all of K, rounded to bf16 (nearest even) into row tiles [tile][kPadded / 32

@@ -60,10 +60,9 @@ class KernelLowering {
   // What emitContraction decides for a contraction before emitting its loops, and the scratch
   // arrays and microkernels it emits for them.
   // A bf16 AMX tile whose epilogue runs during the next tile's products (emitPipelinedBf16Tile):
-  // what it is and where its sums are, in allocas of the kernel's entry.
+  // whether one is due, where it is and where its sums are, in allocas of the kernel's entry.
   struct PendingEpilogue {
-    static constexpr int64_t kNone = 0, kAccumulate = 1, kFinal = 2;  // kind: nothing; into the partial sums; the store
-    Value *kind = nullptr, *i0 = nullptr, *j0 = nullptr, *sums = nullptr, *partials = nullptr;
+    Value *due = nullptr, *i0 = nullptr, *j0 = nullptr, *sums = nullptr;
     Value* parity = nullptr;     // which of the two scratch tiles the next tile's sums go to
     Value* otherTile = nullptr;  // the second scratch tile (the first is the plan's tile)
   };
