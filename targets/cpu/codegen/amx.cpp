@@ -45,6 +45,11 @@ void emitAmxProductStep(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value*
   b.CreateCall(dot, {b.getInt8(kC11), b.getInt8(kA1), b.getInt8(kB1)});
 }
 
+void emitAmxZeroAccumulators(llvm::IRBuilder<>& b, llvm::Module& module) {
+  llvm::Function* zero = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tilezero);
+  for (uint8_t t : {kC00, kC01, kC10, kC11}) b.CreateCall(zero, {b.getInt8(t)});
+}
+
 // The four accumulators loaded from src, rows ldSrcBytes apart (the partial sums of earlier K blocks).
 void emitAmxLoadAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* src, llvm::Value* ldSrcBytes) {
   llvm::Function* load = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tileloadd64);
@@ -90,24 +95,12 @@ llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owne
   llvm::Value* ldSrcBytes = b.CreateMul(fn->getArg(5), b.getInt64(4), "ld.src.bytes");
   llvm::Value* ldDstBytes = b.CreateMul(fn->getArg(8), b.getInt64(4), "ld.dst.bytes");
   llvm::Value* steps = b.CreateUDiv(b.CreateAdd(kLen, b.getInt64(kir::kBf16TileK - 1)), b.getInt64(kir::kBf16TileK));
-  auto intrinsic = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
-  llvm::Function* zero = intrinsic(llvm::Intrinsic::x86_tilezero);
-  llvm::Function* load = intrinsic(llvm::Intrinsic::x86_tileloadd64);
-  // The four accumulator tiles at (row, column) offsets of 16 of a tile `at`, rows `ld` bytes apart.
-  const int64_t half = kTileBytesPerRow;  // 16 f32 columns
-  auto quarters = [&](llvm::Value* at, llvm::Value* ld) {
-    llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), at, b.CreateMul(ld, b.getInt64(kTileRows)));
-    return std::array<llvm::Value*, 4>{at, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), at, half), lower,
-                                       b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, half)};
-  };
-  const std::array<uint8_t, 4> accumulators = {kC00, kC01, kC10, kC11};
   b.CreateCondBr(accumulate, partials, zeros);
   b.SetInsertPoint(partials);
-  const std::array<llvm::Value*, 4> from = quarters(src, ldSrcBytes);
-  for (size_t q = 0; q < 4; ++q) b.CreateCall(load, {b.getInt8(accumulators[q]), from[q], ldSrcBytes});
+  emitAmxLoadAccumulators(b, module, src, ldSrcBytes);
   b.CreateBr(loop);
   b.SetInsertPoint(zeros);
-  for (uint8_t t : accumulators) b.CreateCall(zero, {b.getInt8(t)});
+  emitAmxZeroAccumulators(b, module);
   b.CreateBr(loop);
 
   b.SetInsertPoint(loop);
@@ -157,10 +150,7 @@ void KernelLowering::emitPipelinedBf16Tile(const kir::Contraction& c, const Cont
                                            Value* bPanel, Value* partialTile) {
   const PendingEpilogue& pending = plan.pending;
   Value* ldBytes = i64(c.nr * 4);
-  auto zero = [&] {
-    for (uint8_t t : {kC00, kC01, kC10, kC11})
-      b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilezero), {b_.getInt8(t)});
-  };
+  auto zero = [&] { emitAmxZeroAccumulators(b_, m_); };
   if (partialTile)
     emitIfElse(block.first, zero, [&] { emitAmxLoadAccumulators(b_, m_, partialTile, ldBytes); });
   else
