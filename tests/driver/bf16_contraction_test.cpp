@@ -93,8 +93,12 @@ constexpr Bf16Case kCases[] = {
     {"Transformer", 1, 128, 768, 384, false, Epilogue::BiasRelu},
     {"BatchedActivations", 3, 20, 96, 40, false, Epilogue::BiasRelu},
     {"TransposedA", 1, 40, 130, 60, true, Epilogue::Residual},
-    // Fewer than 16 rows: a 32-row tile would be mostly padding, so the GEMM stays f32.
+    // Fewer than 16 rows: a 32-row tile would be mostly padding, so the GEMM stays f32 ...
     {"FewRowsStayF32", 1, 8, 64, 48, false, Epilogue::BiasRelu, false},
+    // ... but on AMX not where the weights outgrow L2 (5.2 MB in f32): streamed, half the bytes in
+    // bf16. One row (a classifier's) and a few.
+    {"OneRowLargeWeightsBf16OnAmx", 1, 1, 2048, 640, false, Epilogue::BiasRelu, true, false},
+    {"FewRowsLargeWeightsBf16OnAmx", 1, 5, 2048, 650, false, Epilogue::Residual, true, false},
     // K past 8192: a 32-row tile of A's whole K would outgrow the stack bound; the f32 GEMM it is.
     {"VeryLongKStaysF32", 1, 20, 9000, 40, false, Epilogue::None, false},
     // 16 columns (or K below 32): half of each 32-wide panel padding, which only AMX outruns.

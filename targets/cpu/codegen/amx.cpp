@@ -26,13 +26,21 @@ constexpr int64_t kPanelColumns = 32, kPairRowBytes = kPanelColumns * 2 * 2;  //
 // One K step of a 32 x 32 tile's products: A's columns [32 s, 32 s + 32) (2 KiB: 32 rows of 64
 // bytes, contiguous) against B's pair rows [16 s, 16 s + 16) (2 KiB), two streams the hardware
 // prefetchers follow, into the four accumulators.
-void emitAmxProductStep(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* a, llvm::Value* bp,
-                        llvm::Value* step) {
+// farPrefetchBytes > 0: B's lines that far ahead also hinted into L2, for weights streamed from L3 by
+// one or two row tiles (as the f32 microkernel's MicrokernelShape::farPrefetchBytes).
+void emitAmxProductStep(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* a, llvm::Value* bp, llvm::Value* step,
+                        int64_t farPrefetchBytes) {
   llvm::Function* load = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tileloadd64);
   llvm::Function* dot = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tdpbf16ps);
   const int64_t aRowBytes = kTileBytesPerRow, aStepBytes = 2 * kTileRows * kTileBytesPerRow;
   llvm::Value* aAt = b.CreateInBoundsGEP(b.getInt8Ty(), a, b.CreateMul(step, b.getInt64(aStepBytes)));
   llvm::Value* bAt = b.CreateInBoundsGEP(b.getInt8Ty(), bp, b.CreateMul(step, b.getInt64(kTileRows * kPairRowBytes)));
+  if (farPrefetchBytes > 0) {
+    llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {b.getPtrTy()});
+    for (int64_t line = 0; line < kTileRows * kPairRowBytes; line += 64)  // (a hint never faults past the end)
+      b.CreateCall(prefetch, {b.CreateGEP(b.getInt8Ty(), bAt, b.getInt64(farPrefetchBytes + line)), b.getInt32(0),
+                              b.getInt32(2), b.getInt32(1)});
+  }
   b.CreateCall(load, {b.getInt8(kA0), aAt, b.getInt64(aRowBytes)});
   b.CreateCall(load, {b.getInt8(kB0), bAt, b.getInt64(kPairRowBytes)});
   b.CreateCall(load, {b.getInt8(kB1), b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), bAt, kTileBytesPerRow),
@@ -72,9 +80,9 @@ void emitAmxStoreAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::
 }
 }  // namespace
 
-llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
-                                   const std::string& features) {
-  const std::string name = owner + ".amx";
+llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, int64_t farPrefetchBytes,
+                                   const std::string& cpu, const std::string& features) {
+  const std::string name = owner + ".amx" + (farPrefetchBytes ? ".far" + std::to_string(farPrefetchBytes) : "");
   if (llvm::Function* existing = module.getFunction(name)) return existing;
   llvm::LLVMContext& c = module.getContext();
   llvm::IRBuilder<> b(c);
@@ -107,7 +115,7 @@ llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owne
   llvm::PHINode* step = b.CreatePHI(i64, 3, "step");
   step->addIncoming(b.getInt64(0), partials);
   step->addIncoming(b.getInt64(0), zeros);
-  emitAmxProductStep(b, module, a, bp, step);
+  emitAmxProductStep(b, module, a, bp, step, farPrefetchBytes);
   llvm::Value* next = b.CreateAdd(step, b.getInt64(1), "step.next", /*HasNUW=*/true, /*HasNSW=*/true);
   step->addIncoming(next, loop);
   b.CreateCondBr(b.CreateICmpULT(next, steps), loop, exit);
@@ -160,7 +168,7 @@ void KernelLowering::emitPipelinedBf16Tile(const kir::Contraction& c, const Cont
   emitLoop(
       i64(0), steps,
       [&](Value* step) {
-        emitAmxProductStep(b_, m_, aTile, bPanel, step);
+        emitAmxProductStep(b_, m_, aTile, bPanel, step, plan.farPrefetch);
         Value* r0 = smin(b_.CreateMul(step, rowsPerStep), i64(c.mr));
         emitPendingEpilogueRows(c, plan, r0, smin(b_.CreateAdd(r0, rowsPerStep), i64(c.mr)));
       },

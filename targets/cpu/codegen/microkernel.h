@@ -62,9 +62,10 @@ llvm::Function* emitMicrokernel(llvm::Module& module, const std::string& owner, 
 // packBf16A) and B's K block ([kLen / 2][32][2]
 // bf16 at `b`) over kLen rounded up to kBf16TileK (both operands hold zeros there), stored whole to
 // dst (rows ldDst floats apart). It ignores ldb and the table arguments. Needs the tile
-// configuration loadTileConfig sets (every tile 16 rows of 64 bytes).
-llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, const std::string& cpu,
-                                   const std::string& features);
+// configuration loadTileConfig sets (every tile 16 rows of 64 bytes). farPrefetchBytes > 0: B's lines
+// that far ahead are also hinted into L2.
+llvm::Function* emitAmxMicrokernel(llvm::Module& module, const std::string& owner, int64_t farPrefetchBytes,
+                                   const std::string& cpu, const std::string& features);
 
 // The same tile without AMX (kir::Bf16Unit::Avx512Dot): the operands, arguments and result of
 // emitAmxMicrokernel's, computed with AVX512-BF16's VDPBF16PS on vector accumulators, in strips of
