@@ -47,8 +47,8 @@ constexpr int64_t kMinBf16DotExtent = 32;
 // on VDPBF16PS little padding.
 // On AMX also fewer rows where the f32 weights outgrow L2: such a product streams them from L3 each
 // run, and in bf16 half the bytes; the tile's padding rows cost products, which AMX has to spare
-// (ResNet-50's classifier, 1 x 2048 x 1000 against 8 MB: 0.28 -> 0.17 ms). Weights that stay in L2
-// stay f32 (1 x 784 x 512, 1.6 MB: 0.010-0.016 ms in f32, 0.023 in bf16).
+// (ResNet-50's classifier). Weights that stay in L2 stay f32: there the padded tile was slower than
+// the f32 matrix-vector product (bench/NOTES.md, twentieth session).
 bool bf16Shape(const kir::TileTarget& target, int64_t m, int64_t k, int64_t n) {
   const bool streamedWeights = target.bf16Unit == kir::Bf16Unit::AmxTiles && k * n * 4 > target.l2Bytes;
   return target.bf16Unit != kir::Bf16Unit::None && (m >= kMinBf16Rows || streamedWeights) &&

@@ -147,12 +147,11 @@ void KernelLowering::loadTileConfig() {
 
 // A whole as-is 32 x 32 tile with its epilogue software-pipelined: the products start from zero (or
 // the partial sums of earlier K blocks), and in the last K block the tile is stored whole to a scratch
-// tile whose epilogue runs a few rows after each K step of the next tile's products. Measured
-// (bench/amx_tile_probe.cpp), vector loads of a tile just stored by TILESTORED wait for the tile
-// unit: an epilogue right after its tile's stores held a K block of 8 steps to 61% of the AMX peak,
-// spread over the next tile's steps it ran at 83%. (Adding the partial sums in that epilogue too,
-// instead of loading them into the accumulators, measured no faster on large GEMMs and 12% slower
-// on the batch-64 MLP's first layer.)
+// tile whose epilogue runs a few rows after each K step of the next tile's products. Vector loads of a
+// tile just stored by TILESTORED wait for the tile unit: an epilogue right after its tile's stores
+// costs a third of an 8-step K block, spread over the next tile's steps almost nothing
+// (bench/amx_tile_probe.cpp). (Adding the partial sums in that epilogue too, instead of loading them
+// into the accumulators, measured no faster on large GEMMs and slower on small ones.)
 void KernelLowering::emitPipelinedBf16Tile(const kir::Contraction& c, const ContractionPlan& plan,
                                            const ContractionBlock& block, Value* i0, Value* j0, Value* aTile,
                                            Value* bPanel, Value* partialTile) {

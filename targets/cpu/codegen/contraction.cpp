@@ -80,7 +80,7 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
   const bool amx = bf16 && opts_.bf16Unit == kir::Bf16Unit::AmxTiles;
   if (amx) loadTileConfig();
   // (Where a task has few tiles, the epilogue of its last, flushed unhidden, is a large share: the
-  // batch-64 MLP's 64 x 784 x 512, 4 tiles a task, ran 10% slower pipelined.)
+  // batch-64 MLP's 64 x 784 x 512, 4 tiles a task, ran slower pipelined.)
   constexpr int64_t kMinPipelinedTiles = 8;
   plan.pipelined = amx && !c.transposed && plan.vectorEpilogue && (c.mc / c.mr) * (c.nc / c.nr) >= kMinPipelinedTiles;
   if (plan.pipelined) {
