@@ -53,30 +53,32 @@ void emitAmxProductStep(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value*
   b.CreateCall(dot, {b.getInt8(kC11), b.getInt8(kA1), b.getInt8(kB1)});
 }
 
+// The four accumulator tiles' places in a 32 x 32 f32 tile at `at`, rows ldBytes apart: (0, 0),
+// (0, 16), (16, 0), (16, 16).
+std::array<llvm::Value*, 4> accumulatorQuarters(llvm::IRBuilder<>& b, llvm::Value* at, llvm::Value* ldBytes) {
+  llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), at, b.CreateMul(ldBytes, b.getInt64(kTileRows)));
+  return {at, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), at, kTileBytesPerRow), lower,
+          b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, kTileBytesPerRow)};
+}
+constexpr std::array<uint8_t, 4> kAccumulators = {kC00, kC01, kC10, kC11};
+
 void emitAmxZeroAccumulators(llvm::IRBuilder<>& b, llvm::Module& module) {
   llvm::Function* zero = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tilezero);
-  for (uint8_t t : {kC00, kC01, kC10, kC11}) b.CreateCall(zero, {b.getInt8(t)});
+  for (uint8_t t : kAccumulators) b.CreateCall(zero, {b.getInt8(t)});
 }
 
-// The four accumulators loaded from src, rows ldSrcBytes apart (the partial sums of earlier K blocks).
+// The four accumulators loaded from src (the partial sums of earlier K blocks).
 void emitAmxLoadAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* src, llvm::Value* ldSrcBytes) {
   llvm::Function* load = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tileloadd64);
-  llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), src, b.CreateMul(ldSrcBytes, b.getInt64(kTileRows)));
-  const std::array<llvm::Value*, 4> from = {src, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), src, kTileBytesPerRow),
-                                            lower,
-                                            b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, kTileBytesPerRow)};
-  const std::array<uint8_t, 4> accumulators = {kC00, kC01, kC10, kC11};
-  for (size_t q = 0; q < 4; ++q) b.CreateCall(load, {b.getInt8(accumulators[q]), from[q], ldSrcBytes});
+  const std::array<llvm::Value*, 4> from = accumulatorQuarters(b, src, ldSrcBytes);
+  for (size_t q = 0; q < 4; ++q) b.CreateCall(load, {b.getInt8(kAccumulators[q]), from[q], ldSrcBytes});
 }
 
-// The four accumulators stored whole to dst, rows ldDstBytes apart: (0, 0), (0, 16), (16, 0), (16, 16).
+// The four accumulators stored whole to dst.
 void emitAmxStoreAccumulators(llvm::IRBuilder<>& b, llvm::Module& module, llvm::Value* dst, llvm::Value* ldDstBytes) {
   llvm::Function* store = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::x86_tilestored64);
-  llvm::Value* lower = b.CreateInBoundsGEP(b.getInt8Ty(), dst, b.CreateMul(ldDstBytes, b.getInt64(kTileRows)));
-  const std::array<llvm::Value*, 4> to = {dst, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), dst, kTileBytesPerRow),
-                                          lower, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), lower, kTileBytesPerRow)};
-  const std::array<uint8_t, 4> accumulators = {kC00, kC01, kC10, kC11};
-  for (size_t q = 0; q < 4; ++q) b.CreateCall(store, {b.getInt8(accumulators[q]), to[q], ldDstBytes});
+  const std::array<llvm::Value*, 4> to = accumulatorQuarters(b, dst, ldDstBytes);
+  for (size_t q = 0; q < 4; ++q) b.CreateCall(store, {b.getInt8(kAccumulators[q]), to[q], ldDstBytes});
 }
 }  // namespace
 

@@ -165,6 +165,9 @@ void KernelLowering::emitContraction(const kir::Contraction& c) {
   if (amx) b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_tilerelease));
 }
 
+// How far ahead of B's rows a microkernel hints weights streamed from L3 into L2 (farPrefetch).
+constexpr int64_t kFarPrefetchBytes = 8192;
+
 // The decisions that depend only on the contraction's shape and the target, and the per-call
 // scratch arrays they call for.
 KernelLowering::ContractionPlan KernelLowering::planContraction(const kir::Contraction& c) {
@@ -220,7 +223,7 @@ KernelLowering::ContractionPlan KernelLowering::planContraction(const kir::Contr
     // read them from L2, the hints measured no gain).
     plan.farPrefetch = opts_.bf16Unit == kir::Bf16Unit::AmxTiles && c.mTiles() <= 2 &&
                                c.nPanels() * c.kPadded() * c.nr * 2 > opts_.l2Bytes
-                           ? 8192
+                           ? kFarPrefetchBytes
                            : 0;
     return plan;
   }
@@ -254,7 +257,7 @@ KernelLowering::ContractionPlan KernelLowering::planContraction(const kir::Contr
   // only costs load slots there).
   plan.farPrefetch = c.bLayout == BLayout::Packed && !plan.prefetchNextBlock && c.mTiles() <= 2 &&
                              c.nPanels() * c.k * c.nr * 4 > opts_.l2Bytes
-                         ? 8192
+                         ? kFarPrefetchBytes
                          : 0;
   return plan;
 }

@@ -233,21 +233,29 @@ Value* ScalarOps::inlineExpF32(Value* x, bool nonPositive) {
   return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, result);
 }
 
+namespace {
+// Pure for our purposes (errno is never read), so LICM, CSE and the vectoriser may move it.
+void markPure(llvm::Function* fn) {
+  fn->setDoesNotThrow();
+  fn->setDoesNotAccessMemory();
+  fn->addFnAttr(llvm::Attribute::WillReturn);
+}
+
+llvm::CallInst* pureCall(llvm::IRBuilderBase& b, llvm::FunctionCallee callee, const std::vector<Value*>& args) {
+  llvm::CallInst* call = b.CreateCall(callee, args);
+  call->setDoesNotAccessMemory();
+  call->setDoesNotThrow();
+  return call;
+}
+}  // namespace
+
 Value* ScalarOps::mathCall(const char* name, Value* a, DType t) {
   std::string fname = name;
   if (t == DType::F32) fname += "f";
   llvm::Type* ty = a->getType();
   llvm::FunctionCallee callee = m_.getOrInsertFunction(fname, llvm::FunctionType::get(ty, {ty}, false));
-  if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
-    // Pure for our purposes (errno is never read), so LICM, CSE and the vectoriser may move it.
-    fn->setDoesNotThrow();
-    fn->setDoesNotAccessMemory();
-    fn->addFnAttr(llvm::Attribute::WillReturn);
-  }
-  llvm::CallInst* call = b_.CreateCall(callee, {a});
-  call->setDoesNotAccessMemory();
-  call->setDoesNotThrow();
-  return call;
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) markPure(fn);
+  return pureCall(b_, callee, {a});
 }
 
 const std::vector<std::string>& vectorMathFunctions() {
@@ -266,6 +274,18 @@ std::string vectorMathVariantName(const std::string& name, unsigned lanes) {
   return std::string(lanes == 16 ? "_ZGVeN16v_" : lanes == 8 ? "_ZGVdN8v_" : "_ZGVbN4v_") + name + "f";
 }
 
+namespace {
+// libmvec's `lanes`-wide variant of `name` (f32, `arity` vector arguments), declared pure.
+llvm::FunctionCallee vectorMathVariant(llvm::Module& m, const char* name, unsigned lanes, size_t arity) {
+  auto* vecTy = llvm::FixedVectorType::get(llvm::Type::getFloatTy(m.getContext()), lanes);
+  llvm::FunctionCallee variant =
+      m.getOrInsertFunction(vectorMathVariantName(name, lanes),
+                            llvm::FunctionType::get(vecTy, std::vector<llvm::Type*>(arity, vecTy), false));
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(variant.getCallee())) markPure(fn);
+  return variant;
+}
+}  // namespace
+
 // Every element, in the vectorised body and in scalar remainders alike, is computed by the same
 // libmvec variant (the wrapper splats its argument and takes lane 0), so results do not depend on
 // how the outer range is split across calls or threads. The wrapper is noinline so the vectoriser
@@ -273,42 +293,22 @@ std::string vectorMathVariantName(const std::string& name, unsigned lanes) {
 Value* ScalarOps::vectorMathCall(const char* name, DType t, Value* a, Value* b) {
   if (vectorMathLanes_ == 0 || t != DType::F32) return nullptr;
   const unsigned lanes = vectorMathLanes_;
+  const size_t arity = b ? 2 : 1;
   if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(a->getType())) {
     // A vector of the variant's width (the vector emitter's): the variant itself.
     if (vt->getNumElements() != lanes) return nullptr;
-    const size_t arity = b ? 2 : 1;
-    llvm::FunctionCallee variant = m_.getOrInsertFunction(
-        vectorMathVariantName(name, lanes), llvm::FunctionType::get(vt, std::vector<llvm::Type*>(arity, vt), false));
-    if (auto* fn = llvm::dyn_cast<llvm::Function>(variant.getCallee())) {
-      fn->setDoesNotThrow();
-      fn->setDoesNotAccessMemory();
-      fn->addFnAttr(llvm::Attribute::WillReturn);
-    }
-    llvm::CallInst* call = b ? b_.CreateCall(variant, {a, b}) : b_.CreateCall(variant, {a});
-    call->setDoesNotAccessMemory();
-    call->setDoesNotThrow();
-    return call;
+    return pureCall(b_, vectorMathVariant(m_, name, lanes, arity),
+                    b ? std::vector<Value*>{a, b} : std::vector<Value*>{a});
   }
   const std::string wrapperName = vectorMathWrapperName(name);
   llvm::Function* wrapper = m_.getFunction(wrapperName);
   if (!wrapper) {
     llvm::LLVMContext& c = m_.getContext();
     llvm::Type* f32 = b_.getFloatTy();
-    const size_t arity = b ? 2 : 1;
-    auto* vecTy = llvm::FixedVectorType::get(f32, lanes);
-    llvm::FunctionCallee variant =
-        m_.getOrInsertFunction(vectorMathVariantName(name, lanes),
-                               llvm::FunctionType::get(vecTy, std::vector<llvm::Type*>(arity, vecTy), false));
-    if (auto* fn = llvm::dyn_cast<llvm::Function>(variant.getCallee())) {
-      fn->setDoesNotThrow();
-      fn->setDoesNotAccessMemory();
-      fn->addFnAttr(llvm::Attribute::WillReturn);
-    }
+    llvm::FunctionCallee variant = vectorMathVariant(m_, name, lanes, arity);
     wrapper = llvm::Function::Create(llvm::FunctionType::get(f32, std::vector<llvm::Type*>(arity, f32), false),
                                      llvm::GlobalValue::InternalLinkage, wrapperName, m_);
-    wrapper->setDoesNotThrow();
-    wrapper->setDoesNotAccessMemory();
-    wrapper->addFnAttr(llvm::Attribute::WillReturn);
+    markPure(wrapper);
     wrapper->addFnAttr(llvm::Attribute::NoInline);
     // The kernel's target attributes: the AVX2 variant takes its vector in a ymm register.
     if (llvm::BasicBlock* bb = b_.GetInsertBlock()) {
@@ -319,15 +319,9 @@ Value* ScalarOps::vectorMathCall(const char* name, DType t, Value* a, Value* b) 
     llvm::IRBuilder<> wb(llvm::BasicBlock::Create(c, "entry", wrapper));
     std::vector<Value*> args;
     for (llvm::Argument& arg : wrapper->args()) args.push_back(wb.CreateVectorSplat(lanes, &arg));
-    llvm::CallInst* call = wb.CreateCall(variant, args);
-    call->setDoesNotAccessMemory();
-    call->setDoesNotThrow();
-    wb.CreateRet(wb.CreateExtractElement(call, uint64_t{0}));
+    wb.CreateRet(wb.CreateExtractElement(pureCall(wb, variant, args), uint64_t{0}));
   }
-  llvm::CallInst* call = b ? b_.CreateCall(wrapper, {a, b}) : b_.CreateCall(wrapper, {a});
-  call->setDoesNotAccessMemory();
-  call->setDoesNotThrow();
-  return call;
+  return pureCall(b_, wrapper, b ? std::vector<Value*>{a, b} : std::vector<Value*>{a});
 }
 
 Value* ScalarOps::unary(const kir::ExprNode& n, Value* a, DType at, std::string* error) {
