@@ -3,7 +3,7 @@
 
 Classifies every case of the suites as in or out of scope (issue 2's exclusion list: control flow,
 sequence/optional/string ops, random generators, training ops, DFT/STFT/windows, data-dependent
-output shapes, RoiAlign, GridSample, Det, quantized ops, RNN/LSTM/GRU, non-default domains, and
+output shapes, RoiAlign, GridSample, Det, quantized ops, non-default domains, and
 element types outside f32/f16/bf16/f64/int8-64/uint8-64/bool; and ImageDecoder, an image codec), then counts the cases listed in
 tests/conformance/passing_O{0,2}.txt.
 
@@ -34,8 +34,6 @@ EXCLUDED_OPS = {
     # quantized
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
     "MatMulInteger",
-    # recurrent
-    "RNN", "LSTM", "GRU",
     # an image codec (JPEG/PNG/TIFF/WebP/JPEG 2000 decoding of a byte tensor), not a tensor op
     "ImageDecoder",
 }

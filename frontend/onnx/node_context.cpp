@@ -279,6 +279,7 @@ const OpHandler* findHandler(const std::string& opType) {
     registerOpsetHandlers(t);
     registerLossHandlers(t);
     registerExtraHandlers(t);
+    registerRnnHandlers(t);
     return t;
   }();
   auto it = table.find(opType);

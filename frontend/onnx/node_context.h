@@ -114,5 +114,6 @@ void registerCoreHandlers(HandlerTable& table);
 void registerOpsetHandlers(HandlerTable& table);
 void registerLossHandlers(HandlerTable& table);
 void registerExtraHandlers(HandlerTable& table);
+void registerRnnHandlers(HandlerTable& table);
 
 }  // namespace nnc::onnx

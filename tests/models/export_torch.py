@@ -233,12 +233,38 @@ class LayerNormGeluResidual(nn.Module):
         return x + F.gelu(self.norm(x))
 
 
+class LstmTagger(nn.Module):
+    """A two-layer LSTM over a batch of sequences and a linear head (ONNX LSTM: forward, zero states)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(32, 48, num_layers=2, batch_first=True)
+        self.head = nn.Linear(48, 10)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0])
+
+
+class BiGruEncoder(nn.Module):
+    """A bidirectional GRU (ONNX GRU: both directions, linear_before_reset) and the final states' sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(24, 40, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        y, h = self.gru(x)
+        return y.sum(dim=1) + h.transpose(0, 1).reshape(x.shape[0], -1)
+
+
 # The real-model tests (small shapes: they run in every CI).
 MODELS = {
     "model_mlp": (MLP, (4, 784)),
     "model_resnet18": (ResNet18, (1, 3, 64, 64)),
     "model_mobilenetv2": (MobileNetV2, (1, 3, 64, 64)),
     "model_transformer_encoder": (TransformerEncoder, (2, 16, 64)),
+    "model_lstm": (LstmTagger, (2, 20, 32)),
+    "model_bigru": (BiGruEncoder, (3, 15, 24)),
 }
 
 
