@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "ir/ops/window.h"
 
@@ -126,10 +127,34 @@ void formRowPipelines(LoweredProgram& program, uint64_t minIntermediateBytes) {
     return true;
   };
 
+  // The arena was planned for the steps one after another, so buffers of steps far apart may share
+  // bytes; in a pipeline the steps run interleaved, band by band, and every buffer they touch (but the
+  // windowed intermediates, which stay untouched) is live at once. A step whose buffers overlap another
+  // step's in the arena cannot join (timm's tf_efficientnet_lite0: a stride-2 depthwise conv read
+  // its input rows where the arena had put the next step's output, already being written).
+  auto overlapsInArena = [&](int32_t a, int32_t b) {
+    const rt::BufferRef& x = plan.buffers[static_cast<size_t>(a)];
+    const rt::BufferRef& y = plan.buffers[static_cast<size_t>(b)];
+    return x.kind == rt::BufferKind::Arena && y.kind == rt::BufferKind::Arena && x.size > 0 && y.size > 0 &&
+           x.offset < y.offset + y.size && y.offset < x.offset + x.size;
+  };
+  // Whether steps i..last can run interleaved: no two distinct buffers they touch share arena bytes.
+  auto interleavable = [&](size_t i, size_t last) {
+    std::set<int32_t> windowed, touched;
+    for (size_t s = i; s < last; ++s) windowed.insert(stages[s]->outBuffer);
+    for (size_t s = i; s <= last; ++s)
+      for (int32_t a : plan.steps[s].args)
+        if (!windowed.count(a)) touched.insert(a);
+    for (auto a = touched.begin(); a != touched.end(); ++a)
+      for (auto b = std::next(a); b != touched.end(); ++b)
+        if (overlapsInArena(*a, *b)) return false;
+    return true;
+  };
+
   for (size_t i = 0; i < plan.steps.size();) {
     size_t end = i;
     uint64_t largest = 0;
-    while (end - i + 1 < 8 && links(end)) {
+    while (end - i + 1 < 8 && links(end) && interleavable(i, end + 1)) {
       largest = std::max(largest, plan.buffers[static_cast<size_t>(stages[end]->outBuffer)].size);
       ++end;
     }

@@ -123,6 +123,19 @@ std::vector<ChainCase> cases() {
          b.output(c.pointwise(d, 12));
        },
        2, DType::F32, 0, 1},
+      // timm's tf_efficientnet_lite0 (bench/corpus): a stride-2 depthwise conv and the projection after it
+      // in one pipeline, the next block's residual keeping the projection alive; the arena had put the
+      // projection where the depthwise conv's input lay (steps far apart), overwritten while the
+      // pipeline still read it.
+      {"stride_2_block_then_a_residual_block",
+       [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+         Chain c{b, rng, feeds};
+         Value* x = c.relu(c.input(Shape({1, 24, 56, 56})));
+         Value* d = c.relu(c.depthwise(x, {3, 3}, convAttrs(0, {2, 2}, {0, 0, 1, 1})));
+         Value* r = c.pointwise(d, 8);
+         b.output(b.add(invertedResidual(c, r, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})), r));
+       },
+       2, DType::F32, 0, 1},
       {"pools_in_the_chain",
        [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
          Chain c{b, rng, feeds};
