@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -76,16 +77,22 @@ const char* groupKindName(GroupKind kind) {
 }
 
 // The fusion report's groups and cuts, by name (the graph's nodes do not outlive the compile).
-void describeFusion(const LoweredProgram& lowered, CompileReport& report) {
+void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileReport& report) {
   for (const KernelGroup& g : lowered.groups) {
     CompileReport::Group group;
     group.kind = groupKindName(g.kind);
     for (const Node* n : g.nodes) {
       group.nodes.push_back(n->name());
       group.ops.emplace_back(opName(n->op()));
+      for (const std::string& source : n->origins())
+        if (std::find(group.sources.begin(), group.sources.end(), source) == group.sources.end())
+          group.sources.push_back(source);
     }
     report.groups.push_back(std::move(group));
   }
+  report.sourceNodes = graph.provenance().sourceNodes;
+  report.foldedNodes = graph.provenance().folded;
+  report.elidedNodes = graph.provenance().elided;
   for (size_t s = 0; s < lowered.stepGroup.size(); ++s) report.groups[lowered.stepGroup[s]].steps.push_back(s);
   // A contraction group the target's lowering declined runs as loop nests: say so.
   for (CompileReport::Group& group : report.groups) {
@@ -159,7 +166,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
     program.report.steps.push_back(std::move(cost));
   }
   program.report.plan = rt::printPlan(program.lowered.plan, target.name());
-  describeFusion(program.lowered, program.report);
+  describeFusion(graph, program.lowered, program.report);
   if (generateCode) {
     PhaseTimer timer(options, "[generate code]");
     NNC_RETURN_IF_ERROR(target.generateCode(program));

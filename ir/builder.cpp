@@ -160,6 +160,8 @@ std::vector<Value*> GraphBuilder::opMulti(OpKind op, std::vector<Value*> inputs,
       return consts;
     }
   }
+  if (!origin_.empty()) node->addOrigins({origin_});
+  ++nodesKept_;
   return node->outputs();
 }
 

@@ -40,10 +40,17 @@ class GraphBuilder {
   // Fold only results up to this many elements (the importer keeps weights-sized folds for later).
   void setFoldLimit(int64_t maxElements) { foldLimit_ = maxElements; }
   Graph& graph() { return graph_; }
+  // The source node (by name) that the nodes created from now on compute: stamped as their origin
+  // (Node::origins). The importer sets it per ONNX node; empty stamps nothing.
+  void setOrigin(std::string name) { origin_ = std::move(name); }
+  // Nodes created and kept (not folded) so far.
+  int64_t nodesKept() const { return nodesKept_; }
 
  private:
   Graph& graph_;
   Status status_;
+  std::string origin_;
+  int64_t nodesKept_ = 0;
   bool folding_ = true;
   int64_t foldLimit_ = int64_t{1} << 16;
 };

@@ -124,10 +124,36 @@ void Graph::setNodeInput(Node* node, int index, Value* v) {
   if (v) v->users_.push_back({node, index});
 }
 
+namespace {
+// The heir of a node replaced by a constant: its origins go to Provenance::folded. Never dereferenced.
+Node* const kFoldedHeir = reinterpret_cast<Node*>(alignof(Node));
+}  // namespace
+
+void Node::addOrigins(const std::vector<std::string>& names) {
+  for (const std::string& n : names)
+    if (std::find(origins_.begin(), origins_.end(), n) == origins_.end()) origins_.push_back(n);
+}
+
+void Graph::setHeir(Node* node, Node* heir) {
+  if (heir == node) heir = nullptr;
+  if (auto it = heirOf_.find(node); it != heirOf_.end()) {
+    if (it->second == heir) return;
+    if (it->second != kFoldedHeir) std::erase(heirsOf_[it->second], node);
+  }
+  if (!heir) {
+    heirOf_.erase(node);
+    return;
+  }
+  heirOf_[node] = heir;
+  if (heir != kFoldedHeir) heirsOf_[heir].push_back(node);
+}
+
 void Graph::replaceAllUsesWith(Value* from, Value* to) {
   NNC_CHECK(from != nullptr && to != nullptr, "replaceAllUsesWith(nullptr)");
   NNC_CHECK(from->graph_ == this && to->graph_ == this, "replaceAllUsesWith: value not in this graph");
   if (from == to) return;
+  if (from->producer_ && from->producer_ != to->producer_)
+    setHeir(from->producer_, to->producer_ ? to->producer_ : to->isConstant() ? kFoldedHeir : nullptr);
   for (const Use& use : from->users_) {
     use.node->inputs_[use.inputIndex] = to;
     to->users_.push_back(use);
@@ -151,6 +177,30 @@ void Graph::eraseNode(Node* node) {
     NNC_CHECK(it != users.end(), "use list out of sync at " + node->diagPrefix());
     users.erase(it);
   }
+  // Provenance: the origins go to the heir (which the inputs' producers inherit unless they have one),
+  // and whoever had this node as heir gets its heir instead.
+  Node* heir = nullptr;
+  if (auto it = heirOf_.find(node); it != heirOf_.end()) heir = it->second;
+  if (heir == kFoldedHeir) {
+    provenance_.folded.insert(provenance_.folded.end(), node->origins_.begin(), node->origins_.end());
+  } else if (heir) {
+    heir->addOrigins(node->origins_);
+  } else {
+    provenance_.elided.insert(provenance_.elided.end(), node->origins_.begin(), node->origins_.end());
+  }
+  if (heir) {
+    for (Value* in : node->inputs_)
+      if (in && in->producer_ && !heirOf_.count(in->producer_)) setHeir(in->producer_, heir);
+  }
+  if (auto it = heirsOf_.find(node); it != heirsOf_.end()) {
+    std::vector<Node*> orphans = std::move(it->second);
+    heirsOf_.erase(it);
+    for (Node* n : orphans) {
+      heirOf_.erase(n);
+      setHeir(n, heir);
+    }
+  }
+  setHeir(node, nullptr);
   // The outputs die with the node, so no value is left pointing at a freed producer.
   std::unordered_set<const Value*> dead(node->outputs_.begin(), node->outputs_.end());
   std::erase_if(values_, [&](const std::unique_ptr<Value>& v) { return dead.count(v.get()) != 0; });
@@ -246,6 +296,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     Node* c = copy.get();
     c->op_ = n->op_;
     c->name_ = n->name_;
+    c->origins_ = n->origins_;
     c->attrs_ = n->attrs_;
     for (int i = 0; i < n->numInputs(); ++i) {
       Value* in = mapValue(n->inputs_[i]);
@@ -263,6 +314,7 @@ std::unique_ptr<Graph> Graph::clone() const {
   for (Value* v : outputs_) g->outputs_.push_back(mapValue(v));
   g->nameCounter_ = nameCounter_;
   g->usedNames_ = usedNames_;
+  g->provenance_ = provenance_;
   return g;
 }
 

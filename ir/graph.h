@@ -72,15 +72,29 @@ class Node {
   Attributes& attrs() { return attrs_; }
   // "node 'conv1' (Conv): " — the prefix of every diagnostic about this node.
   std::string diagPrefix() const;
+  // The source (ONNX) nodes this node computes, wholly or in part, by name: stamped by the importer, and
+  // inherited from the nodes a rewrite removes (Graph's provenance rules), so that a fused group names
+  // every source node it computes (nnc explain, nnc bisect).
+  const std::vector<std::string>& origins() const { return origins_; }
+  void addOrigins(const std::vector<std::string>& names);
 
  private:
   friend class Graph;
   OpKind op_;
   std::string name_;
+  std::vector<std::string> origins_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   Attributes attrs_;
   std::list<std::unique_ptr<Node>>::iterator pos_;  // this node's place in Graph::nodes_
+};
+
+// Where the source nodes went that no node of the graph computes any more. With the nodes' origins this
+// accounts for every source node the importer read.
+struct Provenance {
+  std::vector<std::string> sourceNodes;  // every source node imported, in file order
+  std::vector<std::string> folded;       // computed at compile time (their results are constants)
+  std::vector<std::string> elided;       // no computation left: aliases, unused results, a constant If
 };
 
 class Graph {
@@ -107,9 +121,15 @@ class Graph {
   size_t numNodes() const { return nodes_.size(); }
 
   void setNodeInput(Node* node, int index, Value* v);
-  void replaceAllUsesWith(Value* from, Value* to);  // graph outputs included
-  // Erases a node whose outputs have no users and are not graph outputs.
+  // Graph outputs included. Provenance: `to`'s producer becomes the heir of `from`'s, which hands it its
+  // origins when it is erased (or to `folded` when `to` is a constant); a node erased after its users
+  // passes the same heir to its inputs' producers, so a rewrite's whole dead cone (a recognised
+  // LayerNorm's decomposed nodes) ends up in the node that replaced it.
+  void replaceAllUsesWith(Value* from, Value* to);
+  // Erases a node whose outputs have no users and are not graph outputs; its origins go to its heir.
   void eraseNode(Node* node);
+  Provenance& provenance() { return provenance_; }
+  const Provenance& provenance() const { return provenance_; }
   // Drops values that are unused, unproduced and not graph inputs/outputs.
   void removeDeadValues();
   // Reorders nodes topologically; fails naming a node on a cycle.
@@ -123,8 +143,14 @@ class Graph {
   Value* newValue(const std::string& name);
   Node* createNode(std::list<std::unique_ptr<Node>>::iterator pos, OpKind op, const std::string& name,
                    std::vector<Value*> inputs, int numOutputs, Attributes attrs);
+  void setHeir(Node* node, Node* heir);
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Value>> values_;
+  Provenance provenance_;
+  // Provenance bookkeeping (not cloned): the node that inherits a node's origins when it is erased,
+  // kFoldedHeir for results replaced by constants; and the reverse map, to redirect on erasure.
+  std::unordered_map<Node*, Node*> heirOf_;
+  std::unordered_map<Node*, std::vector<Node*>> heirsOf_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   int nameCounter_ = 0;

@@ -3,6 +3,7 @@
 // handler table, and graph outputs that keep their ONNX names.
 #include "frontend/onnx/importer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <queue>
@@ -79,10 +80,14 @@ bool nestingExceeds(std::string_view b, int limit) {
   return false;
 }
 
+// A node's name, or its first output's when the file leaves it empty (as diagnostics and provenance say).
+std::string sourceName(const ::onnx::NodeProto& node) {
+  if (node.name().empty() && node.output_size() > 0) return node.output(0);
+  return node.name();
+}
+
 std::string nodeLabel(const ::onnx::NodeProto& node) {
-  std::string name = node.name();
-  if (name.empty() && node.output_size() > 0) name = node.output(0);
-  return "node '" + name + "' (" + node.op_type() + ")";
+  return "node '" + sourceName(node) + "' (" + node.op_type() + ")";
 }
 
 class Importer {
@@ -324,7 +329,14 @@ class Importer {
     if (opset_ == 0)
       return Status::error("model declares no opset for the default ONNX domain (opset_import), which " +
                            nodeLabel(node) + " uses");
-    if (node.op_type() == "If") return importIf(node);
+    // Provenance: the nodes built for this one carry its name; if none is left, it was folded (or elided).
+    Provenance& provenance = builder_.graph().provenance();
+    const std::string source = sourceName(node);
+    provenance.sourceNodes.push_back(source);
+    if (node.op_type() == "If") {
+      provenance.elided.push_back(source);  // the taken branch's nodes are named themselves
+      return importIf(node);
+    }
     const OpHandler* handler = findHandler(node.op_type());
     const std::optional<OpKind> kind = opFromName(node.op_type());
     // nnc-internal ops (Im2Col) are made by passes, never imported.
@@ -349,7 +361,10 @@ class Importer {
       attrs.set(a.name(), std::move(v).value());
     }
     NodeContext ctx(node, opset_, builder_, std::move(inputs), std::move(attrs));
+    builder_.setOrigin(source);
+    const int64_t nodesBefore = builder_.nodesKept();
     std::vector<Value*> outs = handler ? (*handler)(ctx) : translateGeneric(ctx);
+    builder_.setOrigin("");
     if (ctx.failed()) {
       neededBinding_ = ctx.neededBinding();
       return ctx.status();
@@ -365,6 +380,10 @@ class Importer {
       if (!v)
         return Status::error(ctx.prefix() + "output '" + out + "' (output " + std::to_string(i) + ") is unsupported");
       define(out, v);
+    }
+    if (builder_.nodesKept() == nodesBefore) {
+      const bool constant = std::all_of(outs.begin(), outs.end(), [](const Value* v) { return !v || v->isConstant(); });
+      (constant ? provenance.folded : provenance.elided).push_back(source);
     }
     return Status::ok();
   }

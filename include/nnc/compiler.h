@@ -88,10 +88,11 @@ struct CompileReport {
   // fused into it, and every value that crosses groups — a round trip through memory — with why the
   // fusion policy kept the two apart.
   struct Group {
-    std::string kind;                // "loops", "contraction", "attention", "library call", "...
-    std::vector<std::string> nodes;  // node names (the ONNX names; passes derive names for nodes they add)
-    std::vector<std::string> ops;    // each node's op
-    std::vector<size_t> steps;       // indices into `steps`
+    std::string kind;                  // "loops", "contraction", "attention", "library call", "...
+    std::vector<std::string> nodes;    // node names (the ONNX names; passes derive names for nodes they add)
+    std::vector<std::string> ops;      // each node's op
+    std::vector<size_t> steps;         // indices into `steps`
+    std::vector<std::string> sources;  // the source (ONNX) nodes it computes, wholly or in part
   };
   struct Cut {
     std::string value;        // the value written by one group and read by another
@@ -102,6 +103,9 @@ struct CompileReport {
   };
   std::vector<Group> groups;
   std::vector<Cut> cuts;
+  // Provenance: every source node the importer read, those computed at compile time (folded) and those
+  // with no computation left (elided: aliases, unused results); the others are in some Group::sources.
+  std::vector<std::string> sourceNodes, foldedNodes, elidedNodes;
 };
 
 // An in-process compiled model; runs on host buffers.

@@ -46,6 +46,49 @@ TEST(Graph, AddNodeRegistersUsesAndNamesOutputs) {
   EXPECT_EQ(s->output(1)->producerOutput(), 1);
 }
 
+// Provenance: a rewrite's dead cone ends up in the node that took over its uses; results replaced by a
+// constant are folded; a node erased with no heir is elided; an heir erased in turn passes it all on.
+TEST(Graph, ErasedNodesHandTheirOriginsToTheirHeir) {
+  Graph g;
+  GraphBuilder b(g);
+  b.setFolding(false);
+  Value* x = b.input("x", DType::F32, Shape{4});
+  auto stamped = [&](const std::string& origin, Value* v) {
+    v->producer()->addOrigins({origin});
+    return v;
+  };
+  Value* neg = stamped("neg", b.op(OpKind::Neg, {x}));
+  Value* abs = stamped("abs", b.op(OpKind::Abs, {neg}));
+  Value* fused = stamped("new", b.op(OpKind::Relu, {x}));  // what a recogniser would build
+  Value* out = stamped("exp", b.op(OpKind::Exp, {abs}));
+  b.output(out);
+  Value* dead = stamped("unused", b.op(OpKind::Sqrt, {x}));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+
+  g.replaceAllUsesWith(abs, fused);  // abs and, through it, neg die
+  g.eraseNode(abs->producer());
+  g.eraseNode(neg->producer());
+  EXPECT_EQ(fused->producer()->origins(), (std::vector<std::string>{"new", "abs", "neg"}));
+  g.eraseNode(dead->producer());
+  EXPECT_EQ(g.provenance().elided, (std::vector<std::string>{"unused"}));
+
+  // The heir itself replaced: its origins (its inherited ones too) go on to the next one.
+  Value* again = stamped("again", b.op(OpKind::Sigmoid, {x}));
+  g.replaceAllUsesWith(fused, again);
+  g.eraseNode(fused->producer());
+  EXPECT_EQ(again->producer()->origins(), (std::vector<std::string>{"again", "new", "abs", "neg"}));
+
+  // Folded: the Exp's result replaced by a constant.
+  Value* c = b.constant(Tensor(DType::F32, Shape{4}));
+  g.replaceAllUsesWith(out, c);
+  g.eraseNode(out->producer());
+  EXPECT_EQ(g.provenance().folded, (std::vector<std::string>{"exp"}));
+  // clone() keeps it all.
+  std::unique_ptr<Graph> copy = g.clone();
+  EXPECT_EQ(copy->provenance().folded, g.provenance().folded);
+  EXPECT_EQ(copy->nodes()[0]->origins(), g.nodes()[0]->origins());
+}
+
 TEST(Graph, ReplaceAllUsesWithAndErase) {
   Graph g;
   GraphBuilder b(g);

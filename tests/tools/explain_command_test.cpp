@@ -89,6 +89,52 @@ TEST_F(ExplainCommand, JsonFollowsTheDocumentedSchema) {
   for (const Json& c : (*e)["cuts"].array) EXPECT_EQ(c["reason"].string, "fusion is off (-O0: one kernel per node)");
 }
 
+// A LayerNorm written out (as exporters before opset 17 do), a shape computation and an Identity: the
+// recognised LayerNormalization's group names the nine nodes it replaced, the Shape is folded, and nothing
+// is unaccounted.
+TEST_F(ExplainCommand, JsonNamesEverySourceNodeWhereverARewriteTookIt) {
+  OnnxModel m;
+  m.input("x", {4, 8});
+  m.floats("g", {8}, std::vector<float>(8, 1.5f));
+  m.floats("b", {8}, std::vector<float>(8, 0.25f));
+  m.floats("eps", {}, {1e-5f});
+  m.floats("two", {}, {2.0f});
+  setInts(m.node("ReduceMean", {"x"}, {"mean"}, "ln_mean"), "axes", {-1});
+  m.node("Sub", {"x", "mean"}, {"xc"}, "ln_sub");
+  m.node("Pow", {"xc", "two"}, {"sq"}, "ln_pow");
+  setInts(m.node("ReduceMean", {"sq"}, {"var"}, "ln_var"), "axes", {-1});
+  m.node("Add", {"var", "eps"}, {"ve"}, "ln_add_eps");
+  m.node("Sqrt", {"ve"}, {"sd"}, "ln_sqrt");
+  m.node("Div", {"xc", "sd"}, {"xn"}, "ln_div");
+  m.node("Mul", {"xn", "g"}, {"xg"}, "ln_scale");
+  m.node("Add", {"xg", "b"}, {"ln"}, "ln_shift");
+  m.node("Shape", {"ln"}, {"shape"}, "shape_of");
+  m.node("Reshape", {"ln", "shape"}, {"same"}, "reshape_back");
+  m.node("Identity", {"same"}, {"y"}, "alias");
+  m.output("y");
+  writeFile(dir / "m.onnx", m.bytes());
+  RunResult r = nnc({"explain", "m.onnx", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  std::unique_ptr<Json> j = parseJson(r);
+  ASSERT_TRUE(j);
+  EXPECT_EQ((*j)["source_nodes"].number, 12);
+  std::set<std::string> inGroups;
+  for (const Json& g : (*j)["groups"].array)
+    for (const Json& n : g["sources"].array) inGroups.insert(n.string);
+  for (const char* n :
+       {"ln_mean", "ln_sub", "ln_pow", "ln_var", "ln_add_eps", "ln_sqrt", "ln_div", "ln_scale", "ln_shift"})
+    EXPECT_TRUE(inGroups.count(n)) << n << " in no group:\n" << r.out;
+  std::set<std::string> folded, elided;
+  for (const Json& n : (*j)["folded"].array) folded.insert(n.string);
+  for (const Json& n : (*j)["elided"].array) elided.insert(n.string);
+  EXPECT_TRUE(folded.count("shape_of")) << r.out;
+  EXPECT_TRUE(elided.count("alias") || inGroups.count("alias")) << r.out;  // removed, or merged by simplify
+  EXPECT_TRUE((*j)["unaccounted"].array.empty()) << r.out;
+  RunResult text = nnc({"explain", "m.onnx"});
+  EXPECT_TRUE(contains(text.out, "source nodes: 12 (")) << text.out;
+  EXPECT_TRUE(contains(text.out, ", 0 unaccounted)")) << text.out;
+}
+
 TEST_F(ExplainCommand, CudaTargetNeedsNoGpuAndShowsLibraryCalls) {
   writeFile(dir / "m.onnx", matmulSoftmaxRelu().bytes());
   RunResult r = nnc({"explain", "m.onnx", "--json", "--target=cuda"});
@@ -151,6 +197,11 @@ TEST_F(ExplainCommand, RealModelsGetACompleteConsistentReport) {
             EXPECT_NE(c["reason"].string, "the policy recorded no fusion candidate for this edge");
           }
         }
+        // Provenance: every ONNX node of the file is in a group's sources, folded or elided.
+        EXPECT_GT((*j)["source_nodes"].number, 0);
+        std::string missing;
+        for (const Json& n : (*j)["unaccounted"].array) missing += n.string + " ";
+        EXPECT_EQ(missing, "");
         groupsAt[target + level] = groups.size();
       }
     }

@@ -6,6 +6,7 @@
 // backends are tested against). Given exact inputs, a group's error is its own, never inherited from
 // an earlier group. Reports the first group whose outputs leave rtol/atol — its nodes, the worst
 // element, the largest absolute and relative errors — and exits 1; 0 when every group agrees.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -98,10 +99,19 @@ std::unique_ptr<Graph> groupGraph(const KernelGroup& group, std::vector<const Va
   return sub;
 }
 
+// The group's nodes, then the source (ONNX) nodes they compute (Node::origins), which a rewrite may have
+// merged into nodes of other names (a recognised LayerNorm names the nodes it replaced).
 std::string nodeList(const KernelGroup& group) {
   std::string s;
-  for (const Node* n : group.nodes)
+  std::vector<std::string> sources;
+  for (const Node* n : group.nodes) {
     s += (s.empty() ? "" : ", ") + n->name() + " (" + std::string(opName(n->op())) + ")";
+    for (const std::string& o : n->origins())
+      if (std::find(sources.begin(), sources.end(), o) == sources.end()) sources.push_back(o);
+  }
+  if (sources.empty()) return s;
+  s += "; source nodes: ";
+  for (size_t i = 0; i < sources.size(); ++i) s += (i ? ", " : "") + sources[i];
   return s;
 }
 

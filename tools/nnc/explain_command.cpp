@@ -5,6 +5,7 @@
 // only: no code generation, so it is quick and needs no GPU for --target=cuda.
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "tools/nnc/cli.h"
@@ -25,6 +26,23 @@ std::string humanBytes(uint64_t bytes) {
   return buf;
 }
 
+// The source nodes no group, folded list or elided list names (a provenance bug if any).
+std::vector<std::string> unaccounted(const CompileReport& report) {
+  std::set<std::string> named(report.foldedNodes.begin(), report.foldedNodes.end());
+  named.insert(report.elidedNodes.begin(), report.elidedNodes.end());
+  for (const CompileReport::Group& g : report.groups) named.insert(g.sources.begin(), g.sources.end());
+  std::vector<std::string> missing;
+  for (const std::string& n : report.sourceNodes)
+    if (!named.count(n)) missing.push_back(n);
+  return missing;
+}
+
+std::string jsonList(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + jsonString(items[i]);
+  return s + "]";
+}
+
 struct GroupCost {
   uint64_t bytes = 0;
   double flops = 0;
@@ -42,8 +60,12 @@ GroupCost costOf(const CompileReport& report, const CompileReport::Group& g) {
 void printText(const std::string& path, const CommonOptions& o, const CompileReport& report, size_t numNodes) {
   std::printf("%s: %zu kernel groups (%zu plan steps) for %zu nodes; target %s, -O%d\n", path.c_str(),
               report.groups.size(), report.steps.size(), numNodes, o.compile.target.c_str(), o.compile.optLevel);
-  std::printf("bytes moved per run: %s (each step's buffers, read and written)\n\n",
+  std::printf("bytes moved per run: %s (each step's buffers, read and written)\n",
               humanBytes(report.bytesMoved).c_str());
+  std::printf(
+      "source nodes: %zu (%zu folded at compile time, %zu elided, %zu unaccounted); --json lists each "
+      "group's\n\n",
+      report.sourceNodes.size(), report.foldedNodes.size(), report.elidedNodes.size(), unaccounted(report).size());
   std::printf("group  %-40s %5s %11s %10s  nodes\n", "kind", "steps", "bytes", "MFLOP");
   for (size_t i = 0; i < report.groups.size(); ++i) {
     const CompileReport::Group& g = report.groups[i];
@@ -64,8 +86,9 @@ void printText(const std::string& path, const CommonOptions& o, const CompileRep
 }
 
 // Schema (docs/ARCHITECTURE.md "nnc explain"): {model, target, opt_level, nodes, bytes_moved,
-// groups: [{index, kind, nodes: [{name, op}], steps: [{index, name, bytes, flops}]}],
-// cuts: [{value, bytes, from_group, to_group, consumer, reason}]}.
+// groups: [{index, kind, nodes: [{name, op}], sources: [source node], steps: [{index, name, bytes, flops}]}],
+// cuts: [{value, bytes, from_group, to_group, consumer, reason}], source_nodes (count), folded, elided,
+// unaccounted: [source node]}.
 void printJson(const std::string& path, const CommonOptions& o, const CompileReport& report, size_t numNodes) {
   std::ostringstream j;
   j << "{\"model\": " << jsonString(path) << ", \"target\": " << jsonString(o.compile.target)
@@ -76,7 +99,7 @@ void printJson(const std::string& path, const CommonOptions& o, const CompileRep
     j << (i ? ",\n  " : "\n  ") << "{\"index\": " << i << ", \"kind\": " << jsonString(g.kind) << ", \"nodes\": [";
     for (size_t k = 0; k < g.nodes.size(); ++k)
       j << (k ? ", " : "") << "{\"name\": " << jsonString(g.nodes[k]) << ", \"op\": " << jsonString(g.ops[k]) << "}";
-    j << "], \"steps\": [";
+    j << "], \"sources\": " << jsonList(g.sources) << ", \"steps\": [";
     for (size_t k = 0; k < g.steps.size(); ++k) {
       const CompileReport::StepCost& s = report.steps[g.steps[k]];
       j << (k ? ", " : "") << "{\"index\": " << g.steps[k] << ", \"name\": " << jsonString(s.name)
@@ -91,7 +114,9 @@ void printJson(const std::string& path, const CommonOptions& o, const CompileRep
       << ", \"from_group\": " << c.from << ", \"to_group\": " << c.to << ", \"consumer\": " << jsonString(c.consumer)
       << ", \"reason\": " << jsonString(c.reason) << "}";
   }
-  j << "\n ]}\n";
+  j << "\n ],\n \"source_nodes\": " << report.sourceNodes.size() << ",\n \"folded\": " << jsonList(report.foldedNodes)
+    << ",\n \"elided\": " << jsonList(report.elidedNodes) << ",\n \"unaccounted\": " << jsonList(unaccounted(report))
+    << "}\n";
   std::cout << j.str();
 }
 
