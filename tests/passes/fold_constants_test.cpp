@@ -77,6 +77,43 @@ TEST(FoldConstants, LeavesNodesTooCostlyToInterpret) {
   EXPECT_EQ(g.nodes().front()->name(), "big");
 }
 
+// A Linear's weights read through a Transpose (Gemm transB, MatMul(x, W^T)): folded natively past the
+// size limit when nothing else reads them (the copy replaces them); values checked element by element,
+// 3-D with a permutation that moves every dim. Shared by two readers, the Transpose stays.
+TEST(FoldConstants, FoldsALargeTransposeOfWeightsNothingElseReads) {
+  Graph g;
+  GraphBuilder b(g);
+  b.setFolding(false);
+  const Shape in{33, 2048, 65};  // 4.4M elements, above the 4M limit
+  Tensor w(DType::F32, in);
+  for (int64_t i = 0; i < w.numel(); ++i) w.setDouble(i, static_cast<double>(i % 1000003));
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{2, 0, 1});
+  Value* x = b.input("x", DType::F32, Shape{65, 33, 2048});
+  b.output(b.add(x, b.op(OpKind::Transpose, {b.constant(w, "w")}, perm)));
+  Value* shared = b.constant(Tensor(DType::F32, in), "shared");
+  b.output(b.add(b.op(OpKind::Transpose, {shared}, perm), b.op(OpKind::Transpose, {shared}, perm)));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  Expected<bool> changed = foldConstants(g);
+  ASSERT_TRUE(changed.isOk()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  int transposes = 0;
+  const Value* folded = nullptr;
+  for (const Node* n : g.nodes()) {
+    transposes += n->op() == OpKind::Transpose;
+    if (n->op() == OpKind::Add && n->input(0) == x) folded = n->input(1);
+  }
+  EXPECT_EQ(transposes, 2) << "the shared constant's transposes stay";
+  ASSERT_TRUE(folded && folded->isConstant());
+  ASSERT_EQ(folded->shape(), (Shape{65, 33, 2048}));
+  const Tensor& t = folded->constant();
+  for (int64_t a = 0; a < 65; a += 7)
+    for (int64_t c = 0; c < 33; c += 5)
+      for (int64_t k = 0; k < 2048; k += 97)
+        ASSERT_EQ(t.getDouble((a * 33 + c) * 2048 + k), w.getDouble((c * 2048 + k) * 65 + a))
+            << a << " " << c << " " << k;
+}
+
 TEST(FoldConstants, NothingConstant) {
   expectUnchanged(foldConstants,
                   "graph(%x: f32[2]) -> (%y: f32[2]) {\n"
