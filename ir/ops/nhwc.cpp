@@ -170,6 +170,7 @@ void defineNhwcOps(OpRegistry& r) {
                                                   inferDepthwiseConvNhwc, lowerDepthwiseConvNhwc));
   depthwise.typeRules = {TypeRule::allSame(), TypeRule::in(0, TypeSet::Float)};
   depthwise.internal = true;
+  depthwise.keepsPadInput = true;  // explicit-padding's copy (large kernels) is read at affine indices
   r.define(depthwise);
   OpDef poolNhwc = ops::rereading(
       ops::anchorDef(OpKind::PoolNhwc, 1, 1,

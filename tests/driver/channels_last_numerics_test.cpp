@@ -136,6 +136,28 @@ std::vector<ChainCase> cases() {
          b.output(b.add(invertedResidual(c, r, {3, 3}, convAttrs(0, {}, {1, 1, 1, 1})), r));
        },
        2, DType::F32, 0, 1},
+      // Two ConvNeXt blocks as torchvision writes them: a 7 x 7 depthwise conv (explicitly padded), the
+      // model's own permutes to channels-last and back around a Linear pair, a layer scale and the
+      // residual Add (the model's permute back sinks through both, so the residual stream stays channels-last).
+      // In f64, to be exact: in f32 the 49-tap sums of U(-1, 1) values round to 4e-5 of themselves.
+      {"convnext_blocks_with_the_models_own_permutes",
+       [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
+         Chain c{b, rng, feeds, DType::F64};
+         Value* x = c.pointwise(c.input(Shape({1, 8, 12, 12})), 16);  // a stem, as the chain's first candidate
+         for (int block = 0; block < 2; ++block) {
+           Value* d = c.depthwise(x, {7, 7}, convAttrs(0, {}, {3, 3, 3, 3}));
+           Attributes toLast, toFirst;
+           toLast.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+           toFirst.set("perm", std::vector<int64_t>{0, 3, 1, 2});
+           Value* h = b.op(OpKind::Transpose, {d}, toLast);
+           h = c.relu(b.matmul(h, c.tensor(Shape({16, 32}), "fc1_" + std::to_string(block), false)));
+           h = b.matmul(h, c.tensor(Shape({32, 16}), "fc2_" + std::to_string(block), false));
+           h = b.mul(b.op(OpKind::Transpose, {h}, toFirst), c.tensor(Shape({16, 1, 1}), "gamma", false));
+           x = b.add(x, h);
+         }
+         b.output(x);
+       },
+       2, DType::F64},
       {"pools_in_the_chain",
        [](GraphBuilder& b, std::mt19937& rng, std::vector<Tensor>* feeds) {
          Chain c{b, rng, feeds};
