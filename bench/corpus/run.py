@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 import nnc  # noqa: E402
 
 ROUND_S = 0.1
+WARMUP_S = 0.5
 MIN_ROUNDS = 5
 RTOL, ATOL, REL_TO_MAX = 1e-4, 1e-5, 2e-6
 
@@ -108,6 +109,22 @@ def compile_so(path, meta, feed, opt, work, name):
     return so, time.time() - started, None
 
 
+def provenance(path, meta, work, name):
+    """`nnc explain --json` at -O2: how many ONNX nodes the file has and which no group, folded or elided
+    list names (each must be named somewhere). The bound inputs' files are compile_so's."""
+    args = [nnc.executable(), "explain", path, "--json", "-O2"]
+    for input_name, shape in (meta.get("shapes") or {}).items():
+        args += ["--shape", f"{input_name}={'x'.join(map(str, shape))}"]
+    for input_name in meta.get("bind", []):
+        args += ["--bind", f"{input_name}={os.path.join(work, f'{name}.{input_name}.pb')}"]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[0][:300] if done.stderr.strip() else "failed"}
+    report = json.loads(done.stdout)
+    return {"source_nodes": report["source_nodes"], "unaccounted": report["unaccounted"],
+            "folded": len(report["folded"]), "elided": len(report["elided"])}
+
+
 def check(models_dir, names, work):
     rows = []
     for name in names:
@@ -127,6 +144,7 @@ def check(models_dir, names, work):
                 except nnc.Error as e:
                     entry["right"], entry["error"] = False, f"run: {e}"
             row[f"O{opt}"] = entry
+        row["provenance"] = provenance(path, meta, work, name)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("source",)}), flush=True)
     return rows
@@ -169,8 +187,8 @@ def contenders(path, meta, row, feed, threads):
 
 def measure(fns, min_seconds):
     names = list(fns)
-    for fn in fns.values():
-        timed_round(fn, ROUND_S)
+    for fn in fns.values():  # warm-up: a model's weights are paged in on its first runs (AlexNet's 234 MB)
+        timed_round(fn, WARMUP_S)
     rounds = {n: [] for n in names}
     start, r = time.perf_counter(), 0
     while r < MIN_ROUNDS or time.perf_counter() - start < min_seconds * len(names):
@@ -279,14 +297,47 @@ def status(entry):
     return "ok" if entry.get("right") else f"WRONG ({entry.get('max_abs', 0):.1e})"
 
 
+def named(row):
+    p = row.get("provenance") or {}
+    if "source_nodes" not in p:
+        return p.get("error", "-")
+    return f"{p['source_nodes'] - len(p['unaccounted'])} of {p['source_nodes']}"
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def family_table(result):
+    """Geometric means of the paired ratios per family (shipped files as one family) and thread count."""
+    family = {r["model"]: ("shipped (other exporters)" if (r.get("source") or "").startswith("pypi:") else r["family"])
+              for r in result["rows"]}
+    cells = {}
+    for t in result["timing"]:
+        for label in ("onnxruntime / nnc", "openvino / nnc"):
+            r = t["ratios"].get(label)
+            if r:
+                for f in (family[t["model"]], "all"):
+                    cells.setdefault((f, t["threads"], label), []).append(r["median"])
+    families = sorted({f for f, _, _ in cells if f != "all"}) + ["all"]
+    rows = ["| family | models | ORT / nnc, 1 thread | OpenVINO / nnc, 1 thread | ORT / nnc, 2 threads | "
+            "OpenVINO / nnc, 2 threads |", "|---|---|---|---|---|---|"]
+    for f in families:
+        n = len(cells.get((f, 1, "onnxruntime / nnc"), []))
+        vals = [geomean(cells.get((f, t, label), [])) for t in (1, 2) for label in ("onnxruntime / nnc", "openvino / nnc")]
+        rows.append(f"| {f} | {n} | " + " | ".join(f"{v:.2f}" for v in vals) + " |")
+    return rows + [""]
+
+
 def markdown(result):
     out = [f"Real-model corpus, {result['date']} (commit {result['commit']}), {result['cpu']}, {result['cores']} "
            f"cores; ONNX Runtime {result['onnxruntime']}, OpenVINO {result['openvino']} (f32); 1-minute load "
            f"{result['load_before'][0]:.2f} at the start, {result['load_after'][0]:.2f} at the end", "",
-           "| model | family | exporter, opset | -O0 | -O2 | -O2 max error (rel) |", "|---|---|---|---|---|---|"]
+           "| model | family | exporter, opset | -O0 | -O2 | -O2 max error (rel) | ONNX nodes named (explain) |",
+           "|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         out.append(f"| {r['model']} | {r['family']} | {r['exporter']}, {r['opset']} | {status(r['O0'])} | "
-                   f"{status(r['O2'])} | {r['O2'].get('max_rel', float('nan')):.1e} |")
+                   f"{status(r['O2'])} | {r['O2'].get('max_rel', float('nan')):.1e} | {named(r)} |")
     refused = [(r["model"], o, r[o]["error"]) for r in result["rows"] for o in ("O0", "O2") if r[o].get("error")]
     if refused:
         out += ["", "Refused or failed:", ""] + [f"- {m} -{o}: `{e}`" for m, o, e in refused]
@@ -311,6 +362,7 @@ def markdown(result):
             for label, r in t["ratios"].items():
                 geo.setdefault((t["threads"], label), []).append(r["median"])
         out.append("")
+        out += family_table(result)
         for (threads, label), values in sorted(geo.items()):
             g = math.exp(sum(math.log(v) for v in values) / len(values))
             below = sum(1 for v in values if v < 0.8) if label != "eager / fused" else sum(1 for v in values if v < 1)
