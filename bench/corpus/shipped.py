@@ -191,6 +191,10 @@ def compile_with_nnc(nnc, d, meta):
     for k, v in meta["shapes"].items():
         args += ["--shape", f"{k}={'x'.join(map(str, v))}"]
     with tempfile.TemporaryDirectory() as tmp:
+        with np.load(d / "inputs.npz") as feeds:
+            for k in meta.get("bind", []):  # as a deployment fixes them (BIND)
+                Path(tmp, f"{k}.pb").write_bytes(onnx.numpy_helper.from_array(feeds[k], k).SerializeToString())
+                args += ["--bind", f"{k}={tmp}/{k}.pb"]
         try:
             r = subprocess.run(args + ["-o", f"{tmp}/model.so"], capture_output=True, text=True,
                                timeout=900)
