@@ -33,9 +33,8 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import nnc  # noqa: E402
+from rounds import measure, pct, write as write_results  # noqa: E402  (bench/rounds.py)
 
-ROUND_S = 0.1
-MIN_ROUNDS = 5
 DEFAULT_MODELS = ["bert12_128", "bert2_128", "gpt2_block_128", "mlp_batch64", "mlp_batch1", "resnet18_224",
                   "mobilenetv2_224"]
 
@@ -68,35 +67,6 @@ def openvino_contender(onnx_path, precision, threads):
         request.infer({0: x})
         return request.get_output_tensor(0).data.copy()
     return run, time.time() - started
-
-
-def timed_round(fn, x, seconds):
-    """Mean ms per run over about `seconds` (at least one run)."""
-    runs, start = 0, time.perf_counter()
-    while True:
-        fn(x)
-        runs += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return elapsed / runs * 1e3
-
-
-def pct(values, q):
-    return float(np.percentile(np.asarray(values), q))
-
-
-def measure(contenders, x, min_seconds):
-    names = list(contenders)
-    for fn in contenders.values():  # warm-up
-        timed_round(fn, x, ROUND_S)
-    rounds = {n: [] for n in names}
-    start, r = time.perf_counter(), 0
-    while r < MIN_ROUNDS or time.perf_counter() - start < min_seconds * len(names):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for n in order:
-            rounds[n].append(timed_round(contenders[n], x, ROUND_S))
-        r += 1
-    return rounds
 
 
 def main():
@@ -154,7 +124,7 @@ def main():
             scale = float(np.max(np.abs(ref)))
             for n, fn in contenders.items():
                 errors[n] = float(np.max(np.abs(fn(x).astype(np.float64) - ref))) / scale
-            rounds = measure(contenders, x, args.min_seconds)
+            rounds = measure({n: (lambda fn=fn: fn(x)) for n, fn in contenders.items()}, args.min_seconds)
             row = {"model": name, "threads": threads, "rounds": len(next(iter(rounds.values()))),
                    "ms": {n: {"median": pct(v, 50), "p10": pct(v, 10), "p90": pct(v, 90)} for n, v in rounds.items()},
                    "error": errors, "compile_s": compile_s, "load": os.getloadavg()}
@@ -173,13 +143,7 @@ def main():
 
 
 def write(result, out):
-    os.makedirs(out, exist_ok=True)
-    stem = os.path.join(out, "bf16-" + result["date"][:10])
-    with open(stem + ".json", "w") as f:
-        json.dump(result, f, indent=1)
-    with open(stem + ".md", "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
+    write_results(result, out, "bf16", markdown)
 
 
 def markdown(result):

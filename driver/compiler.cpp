@@ -84,10 +84,8 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
     for (const Node* n : g.nodes) {
       group.nodes.push_back(n->name());
       group.ops.emplace_back(opName(n->op()));
-      for (const std::string& source : n->origins())
-        if (std::find(group.sources.begin(), group.sources.end(), source) == group.sources.end())
-          group.sources.push_back(source);
     }
+    group.sources = groupSources(g);
     report.groups.push_back(std::move(group));
   }
   report.sourceNodes = graph.provenance().sourceNodes;

@@ -159,6 +159,15 @@ void computeGroupBoundary(KernelGroup& group) {
   }
 }
 
+std::vector<std::string> groupSources(const KernelGroup& group) {
+  std::vector<std::string> sources;
+  std::set<std::string> seen;
+  for (const Node* n : group.nodes)
+    for (const std::string& o : n->origins())
+      if (seen.insert(o).second) sources.push_back(o);
+  return sources;
+}
+
 Expected<std::vector<LoweredKernel>> lowerGroup(const KernelGroup& group, const std::string& kernelName,
                                                 const std::map<const Value*, InputLayout>& layouts) {
   const Node* anchor = nullptr;

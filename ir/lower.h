@@ -38,6 +38,8 @@ struct KernelGroup {
 // Fills group.inputs/outputs from the nodes and the graph: an output is any value produced in the
 // group and used outside it (or a graph output).
 void computeGroupBoundary(KernelGroup& group);
+// The source (ONNX) nodes the group's nodes compute (their Node::origins), each once, in node order.
+std::vector<std::string> groupSources(const KernelGroup& group);
 
 struct LoweredKernel {
   kir::Kernel kernel;

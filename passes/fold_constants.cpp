@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/op_registry.h"
+#include "ir/ops/common.h"
 #include "ir/reference.h"
 #include "passes/pass.h"
 
@@ -66,12 +67,7 @@ Expected<bool> foldConstants(Graph& graph) {
   bool changed = false;
   for (Node* n : graph.nodes()) {
     if (isSoleUseTransposeOfConstant(n) && n->output(0)->shape().numel() > kMaxFoldedElements) {
-      std::vector<int64_t> perm;  // absent: the dims reversed (as shape inference checked)
-      if (n->attrs().has("perm")) {
-        perm = n->attrs().getInts("perm");
-      } else {
-        for (int d = n->input(0)->shape().rank() - 1; d >= 0; --d) perm.push_back(d);
-      }
+      NNC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ops::transposePerm(*n, n->input(0)->shape().rank()));
       Tensor t = transposed(n->input(0)->constant(), perm, n->output(0)->shape());
       graph.replaceAllUsesWith(n->output(0), graph.addConstant(graph.uniqueName(n->output(0)->name()), std::move(t)));
       graph.eraseNode(n);

@@ -34,11 +34,11 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
 import nnc  # noqa: E402
+from rounds import measure, pct, write as write_results  # noqa: E402  (bench/rounds.py)
 
-ROUND_S = 0.1
-WARMUP_S = 0.5
-MIN_ROUNDS = 5
+WARMUP_S = 0.5  # a model's weights are paged in on its first runs (AlexNet's 234 MB)
 RTOL, ATOL, REL_TO_MAX = 1e-4, 1e-5, 2e-6
 
 
@@ -150,20 +150,6 @@ def check(models_dir, names, work):
     return rows
 
 
-def timed_round(fn, seconds):
-    runs, start = 0, time.perf_counter()
-    while True:
-        fn()
-        runs += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return elapsed / runs * 1e3
-
-
-def pct(values, q):
-    return float(np.percentile(np.asarray(values), q))
-
-
 def contenders(path, meta, row, feed, threads):
     out = {}
     for opt in (2, 0):
@@ -185,19 +171,6 @@ def contenders(path, meta, row, feed, threads):
     return out
 
 
-def measure(fns, min_seconds):
-    names = list(fns)
-    for fn in fns.values():  # warm-up: a model's weights are paged in on its first runs (AlexNet's 234 MB)
-        timed_round(fn, WARMUP_S)
-    rounds = {n: [] for n in names}
-    start, r = time.perf_counter(), 0
-    while r < MIN_ROUNDS or time.perf_counter() - start < min_seconds * len(names):
-        for n in names[r % len(names):] + names[:r % len(names)]:
-            rounds[n].append(timed_round(fns[n], ROUND_S))
-        r += 1
-    return rounds
-
-
 RATIOS = {"onnxruntime / nnc": ("onnxruntime", "nnc -O2"), "openvino / nnc": ("openvino f32", "nnc -O2"),
           "eager / fused": ("nnc -O0", "nnc -O2")}
 
@@ -209,7 +182,7 @@ def time_rows(models_dir, rows, threads, min_seconds):
     for row in rows:
         path, meta, feed = load_case(models_dir, row["model"])
         fns = contenders(path, meta, row, feed, threads)
-        rounds = measure(fns, min_seconds)
+        rounds = measure(fns, min_seconds, WARMUP_S)
         t = {"model": row["model"], "threads": threads, "rounds": len(next(iter(rounds.values()))),
              "load": os.getloadavg()[0],
              "ms": {n: {"median": pct(v, 50), "p10": pct(v, 10), "p90": pct(v, 90)} for n, v in rounds.items()},
@@ -282,13 +255,7 @@ def openvino_version():
 
 
 def write(result, out):
-    os.makedirs(out, exist_ok=True)
-    stem = os.path.join(out, "corpus-" + result["date"][:10])
-    with open(stem + ".json", "w") as f:
-        json.dump(result, f, indent=1)
-    with open(stem + ".md", "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
+    write_results(result, out, "corpus", markdown)
 
 
 def status(entry):

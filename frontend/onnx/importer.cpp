@@ -80,12 +80,6 @@ bool nestingExceeds(std::string_view b, int limit) {
   return false;
 }
 
-// A node's name, or its first output's when the file leaves it empty (as diagnostics and provenance say).
-std::string sourceName(const ::onnx::NodeProto& node) {
-  if (node.name().empty() && node.output_size() > 0) return node.output(0);
-  return node.name();
-}
-
 std::string nodeLabel(const ::onnx::NodeProto& node) {
   return "node '" + sourceName(node) + "' (" + node.op_type() + ")";
 }

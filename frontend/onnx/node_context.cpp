@@ -87,11 +87,15 @@ Expected<AttrValue> convertAttribute(const AttributeProto& a, const std::string&
   }
 }
 
+std::string sourceName(const ::onnx::NodeProto& node) {
+  if (node.name().empty() && node.output_size() > 0) return node.output(0);
+  return node.name();
+}
+
 NodeContext::NodeContext(const ::onnx::NodeProto& proto, int64_t opset, GraphBuilder& builder,
                          std::vector<Value*> inputs, Attributes attrs)
     : proto_(proto), opset_(opset), builder_(builder), inputs_(std::move(inputs)), attrs_(std::move(attrs)) {
-  name_ = proto.name();
-  if (name_.empty() && proto.output_size() > 0) name_ = proto.output(0);
+  name_ = sourceName(proto);
   numOutputs_ = proto.output_size();
   while (numOutputs_ > 0 && proto.output(numOutputs_ - 1).empty()) --numOutputs_;
 }

@@ -19,6 +19,9 @@ namespace nnc::onnx {
 // ONNX AttributeProto -> AttrValue (INT, FLOAT as double, STRING, INTS, FLOATS, STRINGS, TENSOR).
 Expected<AttrValue> convertAttribute(const ::onnx::AttributeProto& attr, const std::string& baseDir);
 
+// A node's name, or its first output's when the file leaves it empty: what diagnostics and provenance call it.
+std::string sourceName(const ::onnx::NodeProto& node);
+
 class NodeContext {
  public:
   NodeContext(const ::onnx::NodeProto& proto, int64_t opset, GraphBuilder& builder, std::vector<Value*> inputs,

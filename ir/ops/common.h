@@ -48,6 +48,8 @@ std::vector<AnchorOutput> singleOutput(const std::vector<kir::ExprId>& index, ki
 std::string listStr(const std::vector<int64_t>& v);
 // "<what> has 3 values, expected 4".
 std::string countMessage(const std::string& what, size_t got, size_t expected);
+// Transpose's perm: the attribute, or the dims reversed when it is absent; an error for a malformed one.
+Expected<std::vector<int64_t>> transposePerm(const Node& n, int rank);
 
 // Compile-time values of a static input (StaticInput): the attribute the importer made, else the data
 // of a constant input `input`, else nullopt. staticInt wants a one-element constant.

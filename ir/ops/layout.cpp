@@ -14,7 +14,31 @@
 #include "ir/ops/common.h"
 
 namespace nnc {
+
+namespace ops {
+
+Expected<std::vector<int64_t>> transposePerm(const Node& n, int rank) {
+  std::vector<int64_t> perm;
+  if (const AttrValue* v = n.attrs().find("perm")) {
+    perm = std::get<std::vector<int64_t>>(*v);
+  } else {
+    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if (static_cast<int>(perm.size()) != rank) return Status::error(countMessage("perm", perm.size(), rank));
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return Status::error("perm " + listStr(perm) + " is not a permutation of 0.." + std::to_string(rank - 1));
+    seen[p] = true;
+  }
+  return perm;
+}
+
+}  // namespace ops
+
 namespace {
+
+using ops::transposePerm;
 
 using kir::ElementGen;
 using kir::ExprId;
@@ -100,23 +124,6 @@ void defineReshape(OpRegistry& r) {
     return {[=](const Index& idx) { return x(kb->unflatten(kb->flatIndex(idx, out), in)); }};
   };
   r.define(std::move(d));
-}
-
-Expected<std::vector<int64_t>> transposePerm(const Node& n, int rank) {
-  std::vector<int64_t> perm;
-  if (const AttrValue* v = n.attrs().find("perm")) {
-    perm = std::get<std::vector<int64_t>>(*v);
-  } else {
-    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
-  }
-  if (static_cast<int>(perm.size()) != rank) return Status::error(countMessage("perm", perm.size(), rank));
-  std::vector<bool> seen(rank, false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[p])
-      return Status::error("perm " + listStr(perm) + " is not a permutation of 0.." + std::to_string(rank - 1));
-    seen[p] = true;
-  }
-  return perm;
 }
 
 void defineTranspose(OpRegistry& r) {

@@ -10,7 +10,38 @@
 #include "ir/ops/window.h"
 
 namespace nnc {
+
+namespace ops {
+
+// A channels-last window's taps are unrolled: 1 to kMaxDepthwiseNhwcTaps of them.
+Status checkUnrolledTaps(const std::vector<int64_t>& kernel) {
+  const int64_t taps = saturatingProduct(kernel);
+  if (taps < 1 || taps > kMaxDepthwiseNhwcTaps)
+    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
+                         std::to_string(kMaxDepthwiseNhwcTaps));
+  return Status::ok();
+}
+
+Status depthwiseNhwcWindow(const Node& node, Window* w) {
+  const Shape& x = node.input(0)->shape();
+  const Shape& wt = node.input(1)->shape();
+  if (x.rank() < 3)
+    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, spatial..., C)");
+  if (wt.rank() != x.rank() - 1 || wt[wt.rank() - 1] != x[x.rank() - 1])
+    return Status::error("weight has shape " + wt.str() + ", expected [kernel..., " + std::to_string(x[x.rank() - 1]) +
+                         "] for input " + x.str());
+  std::vector<int64_t> in(x.dims().begin() + 1, x.dims().end() - 1);
+  std::vector<int64_t> kernel(wt.dims().begin(), wt.dims().end() - 1);
+  NNC_RETURN_IF_ERROR(checkUnrolledTaps(kernel));
+  return computeWindow(node.attrs(), in, kernel, w);
+}
+
+}  // namespace ops
+
 namespace {
+
+using ops::checkUnrolledTaps;
+using ops::depthwiseNhwcWindow;
 
 using kir::ExprId;
 using kir::KernelBuilder;
@@ -34,35 +65,12 @@ using ops::windowTaps;
 // row, which is 4 or 8 points deep in a MobileNet). Tap sums are limited to ops::kMaxDepthwiseNhwcTaps
 // terms.
 
-// A channels-last window's taps are unrolled: 1 to ops::kMaxDepthwiseNhwcTaps of them.
-Status checkUnrolledTaps(const std::vector<int64_t>& kernel) {
-  const int64_t taps = saturatingProduct(kernel);
-  if (taps < 1 || taps > ops::kMaxDepthwiseNhwcTaps)
-    return Status::error("the kernel " + listStr(kernel) + " has " + std::to_string(taps) + " taps, expected 1 to " +
-                         std::to_string(ops::kMaxDepthwiseNhwcTaps));
-  return Status::ok();
-}
-
 // [N, out..., C] of a channels-last window over x [N, spatial..., C].
 Shape nhwcWindowOutput(const Shape& x, const Window& w) {
   std::vector<int64_t> out = {x[0]};
   out.insert(out.end(), w.out.begin(), w.out.end());
   out.push_back(x[x.rank() - 1]);
   return Shape(out);
-}
-
-Status depthwiseNhwcWindow(const Node& node, Window* w) {
-  const Shape& x = node.input(0)->shape();
-  const Shape& wt = node.input(1)->shape();
-  if (x.rank() < 3)
-    return Status::error("input X has rank " + std::to_string(x.rank()) + ", expected >= 3 (N, spatial..., C)");
-  if (wt.rank() != x.rank() - 1 || wt[wt.rank() - 1] != x[x.rank() - 1])
-    return Status::error("weight has shape " + wt.str() + ", expected [kernel..., " + std::to_string(x[x.rank() - 1]) +
-                         "] for input " + x.str());
-  std::vector<int64_t> in(x.dims().begin() + 1, x.dims().end() - 1);
-  std::vector<int64_t> kernel(wt.dims().begin(), wt.dims().end() - 1);
-  NNC_RETURN_IF_ERROR(checkUnrolledTaps(kernel));
-  return computeWindow(node.attrs(), in, kernel, w);
 }
 
 Status inferDepthwiseConvNhwc(InferContext& ctx) {

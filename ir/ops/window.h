@@ -47,6 +47,11 @@ Status computeWindow(const Attributes& attrs, std::vector<int64_t> in, std::vect
 // whose kernel_shape attribute gives the window (the pools, Im2Col, PoolNhwc). Messages carry no node
 // prefix.
 Status kernelShapeWindow(const Node& node, Window* w, bool channelsLast = false);
+// The window of a DepthwiseConvNhwc: X [N, spatial..., C], W [kernel..., C], its taps within
+// kMaxDepthwiseNhwcTaps (ir/ops/nhwc.cpp).
+Status depthwiseNhwcWindow(const Node& node, Window* w);
+// An unrolled channels-last window's kernel: 1 to kMaxDepthwiseNhwcTaps taps.
+Status checkUnrolledTaps(const std::vector<int64_t>& kernel);
 
 // A Conv whose kernel is 1 along every spatial axis, with unit strides and no padding: a GEMM over the
 // channels at every position (no Im2Col needed).

@@ -23,14 +23,7 @@ constexpr int64_t kMinPaddedNhwcTaps = 49;
 // The node's window (its spatial input dims, kernel, pads), or false when it has none to compute.
 bool windowOf(const Node& n, ops::Window* w) {
   if (n.op() == OpKind::Im2Col) return ops::kernelShapeWindow(n, w).isOk();
-  if (n.op() == OpKind::DepthwiseConvNhwc) {  // X [N, spatial..., C], W [kernel..., C]
-    const Shape& x = n.input(0)->shape();
-    const Shape& k = n.input(1)->shape();
-    if (x.rank() < 3 || k.rank() != x.rank() - 1) return false;
-    return ops::computeWindow(n.attrs(), std::vector<int64_t>(x.dims().begin() + 1, x.dims().end() - 1),
-                              std::vector<int64_t>(k.dims().begin(), k.dims().end() - 1), w)
-        .isOk();
-  }
+  if (n.op() == OpKind::DepthwiseConvNhwc) return ops::depthwiseNhwcWindow(n, w).isOk();
   const Shape& x = n.input(0)->shape();
   const Shape& k = n.input(1)->shape();
   if (x.rank() < 3 || k.rank() != x.rank()) return false;

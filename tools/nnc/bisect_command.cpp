@@ -103,12 +103,9 @@ std::unique_ptr<Graph> groupGraph(const KernelGroup& group, std::vector<const Va
 // merged into nodes of other names (a recognised LayerNorm names the nodes it replaced).
 std::string nodeList(const KernelGroup& group) {
   std::string s;
-  std::vector<std::string> sources;
-  for (const Node* n : group.nodes) {
+  for (const Node* n : group.nodes)
     s += (s.empty() ? "" : ", ") + n->name() + " (" + std::string(opName(n->op())) + ")";
-    for (const std::string& o : n->origins())
-      if (std::find(sources.begin(), sources.end(), o) == sources.end()) sources.push_back(o);
-  }
+  const std::vector<std::string> sources = groupSources(group);
   if (sources.empty()) return s;
   s += "; source nodes: ";
   for (size_t i = 0; i < sources.size(); ++i) s += (i ? ", " : "") + sources[i];
