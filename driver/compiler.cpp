@@ -105,17 +105,22 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
   }
 }
 
+Expected<std::vector<Tensor>> evaluateOnHost(Graph& graph, const CompileOptions& outer);
+
 // Everything compileJit and compileToSharedLibrary share: the passes, lowering, and the target's code
-// generation.
+// generation. `foldSubgraphs`: whether the pipeline may compile constant cones to fold them (not when
+// compiling one of those cones).
 Expected<Program> compileProgram(Graph& graph, const Target& target, const CompileOptions& options,
-                                 bool generateCode = true) {
+                                 bool generateCode = true, bool foldSubgraphs = true) {
   Program program;
   std::vector<std::string> outputNames;
   for (const Value* v : graph.outputs()) outputNames.push_back(v->name());
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optimisation level -O" + std::to_string(options.optLevel) + " is not one of -O0..-O3");
   program.report.irBefore = printGraph(graph);
-  NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipelineOptions(options, target)));
+  passes::PipelineOptions pipeline = pipelineOptions(options, target);
+  if (foldSubgraphs) pipeline.evaluateConstants = [&options](Graph& cone) { return evaluateOnHost(cone, options); };
+  NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipeline));
   LoweringOptions lowering;
   lowering.fuse = options.optLevel > 0;
   lowering.faultNode = options.faultNode;
@@ -215,6 +220,21 @@ class JitModel final : public CompiledModel {
   nnc_model* handle_ = nullptr;
 };
 
+// fold-constant-subgraphs' evaluator: a graph of constants compiled for this host at -O2 (whatever the
+// model's target, precision or CPU features: it runs here, once) and run.
+Expected<std::vector<Tensor>> evaluateOnHost(Graph& graph, const CompileOptions& outer) {
+  CompileOptions options;
+  options.target = "cpu";
+  options.runtimeDir = outer.runtimeDir;
+  options.verifyEachPass = outer.verifyEachPass;
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, makeTarget(options));
+  NNC_ASSIGN_OR_RETURN(Program program, compileProgram(graph, *target, options, true, /*foldSubgraphs=*/false));
+  std::unique_ptr<TargetCode> kernels;
+  NNC_ASSIGN_OR_RETURN(nnc_model * handle, target->createHandle(program, &kernels));
+  JitModel model(std::move(program.report), std::move(kernels), handle);
+  return model.run({});
+}
+
 // --- model.so -------------------------------------------------------------------------------
 
 class TempDir {
@@ -266,7 +286,9 @@ std::string hostCompiler() {
 Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report) {
   (void)report;
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, makeTarget(options));
-  return passes::runPipeline(graph, pipelineOptions(options, *target));
+  passes::PipelineOptions pipeline = pipelineOptions(options, *target);
+  pipeline.evaluateConstants = [&options](Graph& cone) { return evaluateOnHost(cone, options); };
+  return passes::runPipeline(graph, pipeline);
 }
 
 Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report, bool generateCode) {

@@ -44,7 +44,30 @@ Expected<std::vector<Tensor>> evaluateOpaque(const Node& node, const std::vector
   return outputs;
 }
 
+// The node as a group of its own, lowered to kernel IR.
+Expected<std::vector<LoweredKernel>> lowerAlone(const Node& node) {
+  KernelGroup group;
+  group.nodes = {const_cast<Node*>(&node)};
+  for (Value* v : node.inputs())
+    if (v && std::find(group.inputs.begin(), group.inputs.end(), v) == group.inputs.end()) group.inputs.push_back(v);
+  group.outputs = node.outputs();
+  return lowerGroup(group, "ref_" + node.name());
+}
+
+int64_t work(const std::vector<LoweredKernel>& kernels) {
+  int64_t total = 0;
+  for (const LoweredKernel& lk : kernels)
+    if (__builtin_add_overflow(total, lk.kernel.work(), &total)) total = INT64_MAX;
+  return total;
+}
+
 }  // namespace
+
+Expected<int64_t> loopPoints(const Node& node) {
+  if (opFusionClass(node.op()) == FusionClass::Opaque) return int64_t{0};
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerAlone(node));
+  return work(kernels);
+}
 
 Expected<std::vector<Tensor>> evaluateNode(const Node& node, const std::vector<Tensor>& inputs) {
   NNC_ASSIGN_OR_RETURN(std::optional<std::vector<Tensor>> outputs, evaluateNodeWithin(node, inputs, INT64_MAX));
@@ -62,16 +85,8 @@ Expected<std::optional<std::vector<Tensor>>> evaluateNodeWithin(const Node& node
     return std::optional(std::move(outputs));
   }
 
-  KernelGroup group;
-  group.nodes = {const_cast<Node*>(&node)};
-  for (Value* v : node.inputs())
-    if (v && std::find(group.inputs.begin(), group.inputs.end(), v) == group.inputs.end()) group.inputs.push_back(v);
-  group.outputs = node.outputs();
-  NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerGroup(group, "ref_" + node.name()));
-  int64_t work = 0;
-  for (const LoweredKernel& lk : kernels)
-    if (__builtin_add_overflow(work, lk.kernel.work(), &work)) work = INT64_MAX;
-  if (work > maxWork) return std::optional<std::vector<Tensor>>();
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweredKernel> kernels, lowerAlone(node));
+  if (work(kernels) > maxWork) return std::optional<std::vector<Tensor>>();
 
   std::map<const Value*, Tensor*> bound;
   std::vector<Tensor> inputCopies = inputs;  // the interpreter takes non-const pointers

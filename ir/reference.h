@@ -27,6 +27,10 @@ inline constexpr int64_t kMaxFoldWork = int64_t{1} << 22;
 Expected<std::optional<std::vector<Tensor>>> evaluateNodeWithin(const Node& node, const std::vector<Tensor>& inputs,
                                                                 int64_t maxWork);
 
+// The kernel-IR loop points of the node's kernels (what maxWork bounds); 0 for an opaque op, whose host
+// kernel is fast.
+Expected<int64_t> loopPoints(const Node& node);
+
 // Runs a whole graph on host tensors (inputs in graph-input order). With maxWork, a node over that
 // budget is an error.
 Expected<std::vector<Tensor>> evaluateGraph(const Graph& graph, const std::vector<Tensor>& inputs,

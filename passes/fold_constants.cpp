@@ -3,7 +3,7 @@
 // kMaxFoldedElements are left to run at inference time: folding them would bloat the weights (but for a
 // Transpose of a constant nothing else reads, folded natively at any size); so are
 // nodes that need more than kMaxFoldWork interpreter loop points (a big constant convolution would
-// take the interpreter hours).
+// take the interpreter hours; fold-constant-subgraphs compiles those).
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -16,8 +16,6 @@
 namespace nnc::passes {
 
 namespace {
-
-constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
 
 // A Transpose of a constant that nothing else reads, whatever its size: the transposed copy replaces the
 // original, so the weights do not grow, and it is done here natively (the interpreter would take

@@ -4,12 +4,25 @@
 // Each pass lives in its own file with its algorithm note.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "ir/graph.h"
 #include "nnc/status.h"
+#include "nnc/tensor.h"
 
 namespace nnc::passes {
 
 using PassFn = Expected<bool> (*)(Graph& graph);
+
+// Computes a graph that has no inputs and returns its outputs, in order. The driver gives the pipeline
+// one that compiles the graph for the host and runs it (PipelineOptions::evaluateConstants).
+using ConstantEvaluator = std::function<Expected<std::vector<Tensor>>(Graph& graph)>;
+using EvaluatingPassFn = Expected<bool> (*)(Graph& graph, const ConstantEvaluator& evaluate);
+
+// The largest result, in elements, that folding makes a constant: past it a result runs at inference
+// time rather than bloat the weights.
+inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
 
 // Removes nodes none of whose outputs is used or a graph output.
 Expected<bool> eliminateDeadCode(Graph& graph);
@@ -17,6 +30,10 @@ Expected<bool> eliminateDeadCode(Graph& graph);
 Expected<bool> eliminateCommonSubexpressions(Graph& graph);
 // Evaluates nodes whose inputs are all constants (reference evaluator), up to a size limit.
 Expected<bool> foldConstants(Graph& graph);
+// Computes the constant subgraphs foldConstants left (too much work for the reference evaluator: a
+// projection of a constant embedding table) by compiling them for the host, up to where a result would
+// be larger than what it is computed from.
+Expected<bool> foldConstantSubgraphs(Graph& graph, const ConstantEvaluator& evaluate);
 // Canonical forms for the recognisers: constants second in commutative ops, Pow by a constant
 // exponent as multiplies, Sqrt or Reciprocal, Div(1, x) as Reciprocal, Sub(0, x) as Neg.
 Expected<bool> canonicalize(Graph& graph);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <variant>
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -17,7 +19,7 @@ namespace {
 
 struct PipelineEntry {
   const char* name;
-  PassFn run;
+  std::variant<PassFn, EvaluatingPassFn> run;  // the second needs PipelineOptions::evaluateConstants
   int minOptLevel;
   bool toFixpoint;  // repeat while it reports a change (bounded)
   const char* description;
@@ -34,6 +36,7 @@ constexpr PipelineEntry kPipeline[] = {
   {"recognize-gelu",     recognizeGelu,                 1, false, "the decomposed erf GELU of exports as one Gelu"},
   {"fold-constants",     foldConstants,                 1, false, "evaluate nodes whose inputs are constants (reference evaluator)"},
   {"cse",                eliminateCommonSubexpressions, 1, false, "merge identical nodes"},
+  {"fold-constant-subgraphs", foldConstantSubgraphs,     1, false, "compute the constant cones fold-constants declined (compiled for the host)"},
   {"dce",                eliminateDeadCode,             0, false, "remove nodes whose results are unused"},
   // Last: the runtime's contract for outputs (every -O level).
   {"materialize-outputs", materializeOutputs,           0, false, "copy outputs that alias inputs, constants or other outputs"},
@@ -43,7 +46,8 @@ constexpr PipelineEntry kPipeline[] = {
 constexpr int kMaxFixpointRounds = 8;
 
 // Runs one pass (to a fixpoint where asked), timing and printing as the options say.
-Status runPass(Graph& graph, const char* name, PassFn run, bool toFixpoint, const PipelineOptions& options) {
+Status runPass(Graph& graph, const char* name, const std::function<Expected<bool>(Graph&)>& run, bool toFixpoint,
+               const PipelineOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   bool changedAtAll = false;
   for (int round = 0; round < (toFixpoint ? kMaxFixpointRounds : 1); ++round) {
@@ -102,7 +106,13 @@ Status runPipeline(Graph& graph, const PipelineOptions& options) {
   }
   for (const PipelineEntry& e : kPipeline) {
     if (options.optLevel < e.minOptLevel || listed(options.disabledPasses, e.name)) continue;
-    NNC_RETURN_IF_ERROR(runPass(graph, e.name, e.run, e.toFixpoint, options));
+    if (const PassFn* run = std::get_if<PassFn>(&e.run)) {
+      NNC_RETURN_IF_ERROR(runPass(graph, e.name, *run, e.toFixpoint, options));
+    } else if (options.evaluateConstants) {  // (a pipeline run with nothing to compile with skips it)
+      const EvaluatingPassFn run = std::get<EvaluatingPassFn>(e.run);
+      NNC_RETURN_IF_ERROR(runPass(
+          graph, e.name, [&](Graph& g) { return run(g, options.evaluateConstants); }, e.toFixpoint, options));
+    }
   }
   return Status::ok();
 }

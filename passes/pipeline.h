@@ -34,6 +34,9 @@ struct PipelineOptions {
   bool timePasses = false;
   bool verifyEachPass = false;
   std::ostream* log = nullptr;
+  // Compiles and runs a graph of constants on the host, for fold-constant-subgraphs (which is skipped
+  // without one).
+  ConstantEvaluator evaluateConstants;
 };
 
 struct PassInfo {

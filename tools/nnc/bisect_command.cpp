@@ -13,6 +13,7 @@
 
 #include "driver/plan_builder.h"
 #include "ir/reference.h"
+#include "ir/subgraph.h"
 #include "passes/pipeline.h"
 #include "targets/target.h"
 #include "tools/nnc/cli.h"
@@ -69,34 +70,6 @@ std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
-}
-
-// The group's nodes as a graph of their own: its inputs (constants stay constants), its nodes with
-// their names, attributes and types, and its outputs. *inputs: the original value of each graph input.
-std::unique_ptr<Graph> groupGraph(const KernelGroup& group, std::vector<const Value*>* inputs) {
-  auto sub = std::make_unique<Graph>();
-  std::map<const Value*, Value*> map;
-  auto mapped = [&](const Value* v) -> Value* {
-    if (!v) return nullptr;
-    auto it = map.find(v);
-    if (it != map.end()) return it->second;
-    if (v->isConstant()) return map[v] = sub->addConstant(v->name(), v->constant());
-    inputs->push_back(v);
-    return map[v] = sub->addInput(v->name(), v->dtype(), v->shape());
-  };
-  for (const Value* v : group.inputs) mapped(v);
-  for (const Node* n : group.nodes) {
-    std::vector<Value*> inputs;
-    for (const Value* v : n->inputs()) inputs.push_back(mapped(v));
-    Node* copy = sub->addNode(n->op(), n->name(), inputs, n->numOutputs(), n->attrs());
-    for (int i = 0; i < n->numOutputs(); ++i) {
-      copy->output(i)->setType(n->output(i)->dtype(), n->output(i)->shape());
-      copy->output(i)->setName(n->output(i)->name());
-      map[n->output(i)] = copy->output(i);
-    }
-  }
-  for (const Value* v : group.outputs) sub->addOutput(map.at(v));
-  return sub;
 }
 
 // The group's nodes, then the source (ONNX) nodes they compute (Node::origins), which a rewrite may have
@@ -181,7 +154,8 @@ int bisectCommand(const CommonOptions& options) {
     const KernelGroup& group = groups[g];
     if (group.outputs.empty()) continue;
     std::vector<const Value*> originals;
-    std::unique_ptr<Graph> sub = groupGraph(group, &originals);
+    std::unique_ptr<Graph> sub = extractSubgraph({group.nodes.begin(), group.nodes.end()},
+                                                 {group.outputs.begin(), group.outputs.end()}, &originals);
     std::vector<Tensor> subInputs;
     for (const Value* v : originals) subInputs.push_back(valueOf(v));
     Expected<std::unique_ptr<CompiledModel>> compiled = compileJit(*sub, groupOptions);
