@@ -24,11 +24,12 @@ if [ -n "$missing" ]; then
 fi
 
 PY=${PYTHON:-python3}
-# pytest, setuptools and wheel: the Python package's tests (`pip install .`, then pytest).
-if ! $PY -c "import onnx, onnxruntime, numpy, pytest, setuptools, wheel; assert onnx.__version__ == '1.17.0'" 2>/dev/null; then
-  echo "setup: installing Python packages (onnx==1.17.0 onnxruntime==1.20.1 numpy pytest setuptools wheel)"
+# pytest and scikit-build-core (pyproject.toml's build backend): the Python package's tests (`pip install .`,
+# then pytest; tests/install/test_wheel.sh builds the wheel).
+if ! $PY -c "import onnx, onnxruntime, numpy, pytest, scikit_build_core; assert onnx.__version__ == '1.17.0'" 2>/dev/null; then
+  echo "setup: installing Python packages (onnx==1.17.0 onnxruntime==1.20.1 numpy pytest scikit-build-core)"
   $PY -m pip install -q --disable-pip-version-check onnx==1.17.0 onnxruntime==1.20.1 numpy pytest==8.3.3 \
-    "setuptools>=61" wheel==0.45.1
+    scikit-build-core==0.11.6
 fi
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} -DPython3_EXECUTABLE="$(command -v $PY)" "$@" >/dev/null

@@ -9,9 +9,10 @@ the model.so it produces (include/nnc/model.h), NumPy arrays in and out.
     model = nnc.load("model.so")      # a library compiled earlier (`nnc model.onnx -o model.so`)
 
 Why ctypes over the C ABI rather than a compiled extension: the C ABI is nnc's stable interface, the
-one C and C++ callers use, so Python exercises exactly what they do; the package is pure Python (no
-build, no second copy of LLVM), and a model.so from any nnc version with this ABI loads. Compiling
-runs the `nnc` executable: NNC_EXECUTABLE, else `nnc` on PATH.
+one C and C++ callers use, so Python exercises exactly what they do, and a model.so from any nnc
+version with this ABI loads. Compiling runs the `nnc` executable: NNC_EXECUTABLE, else the one
+`pip install .` put inside this package (nnc/bin/nnc, with the runtime it links model.so from in
+nnc/lib/nnc), else `nnc` on PATH.
 
 Inputs that are already C-contiguous, aligned and of the model's dtype are passed without a copy;
 others are converted (a copy). Errors raise nnc.CompileError (the compiler's diagnostic) or
@@ -28,6 +29,7 @@ import threading
 import numpy as np
 
 __all__ = ["compile", "load", "Model", "TensorInfo", "Error", "CompileError", "RunError", "executable"]
+__version__ = "0.1.0"  # pyproject.toml's
 
 _MAX_RANK = 8  # NNC_MAX_RANK
 
@@ -81,13 +83,30 @@ class _Options(ctypes.Structure):
                 ("device_buffers", ctypes.c_int32), ("cuda_graphs", ctypes.c_int32)]
 
 
+def _bundled_executable():
+    """The nnc that `pip install .` built into this package, if it did."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "nnc")
+    return path if os.access(path, os.X_OK) else None
+
+
 def executable():
-    """The nnc compiler: $NNC_EXECUTABLE, else `nnc` on PATH."""
-    path = os.environ.get("NNC_EXECUTABLE") or shutil.which("nnc")
-    if not path or not os.access(path, os.X_OK):
+    """The nnc compiler: $NNC_EXECUTABLE, else the one installed in this package, else `nnc` on PATH
+    (not the `nnc` console script of this package, which only runs the installed one)."""
+    path = os.environ.get("NNC_EXECUTABLE") or _bundled_executable() or shutil.which("nnc")
+    if not path or not os.access(path, os.X_OK) or _is_console_script(path):
         raise Error("the nnc executable was not found: set NNC_EXECUTABLE or put nnc on PATH "
-                    "(build it with scripts/setup.sh, or cmake --install)")
+                    "(pip install . builds it into the package; or scripts/setup.sh, or cmake --install)")
     return path
+
+
+def _is_console_script(path):
+    """Whether `path` is pip's launcher for nnc._cli (a Python script), which would run itself."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2048)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"nnc._cli" in head
 
 
 def _bind(lib):

@@ -4,8 +4,10 @@ directory) and runs its pytest suite against that installation.
 
     python3 python/tests/run_tests.py --nnc build/tools/nnc [--models build/models] [--work DIR]
 
-Uses the python3 that runs it (the one with onnx, numpy, pytest, setuptools and wheel: scripts/setup.sh
-installs them). Exits 77 (ctest: skipped) when pytest or onnx is missing.
+Uses the python3 that runs it (the one with onnx, numpy, pytest and scikit-build-core: scripts/setup.sh
+installs them). Exits 77 (ctest: skipped) when one is missing. The package is installed without its
+CMake build (`-C wheel.cmake=false`: the Python package alone), pointed at the build tree's nnc
+(NNC_EXECUTABLE); tests/install/test_wheel.sh checks the whole wheel.
 """
 import argparse
 import os
@@ -23,7 +25,7 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--work", default="")
     args = ap.parse_args()
-    for module in ("pytest", "onnx", "numpy", "setuptools", "wheel"):
+    for module in ("pytest", "onnx", "numpy", "scikit_build_core"):
         try:
             __import__(module)
         except ImportError:
@@ -32,7 +34,7 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="nnc-python-")
     site = os.path.join(work, "site")
     shutil.rmtree(site, ignore_errors=True)
-    # From a copy of what the package needs: setuptools writes scratch files next to its sources.
+    # From a copy of what the package needs: the build writes scratch files next to its sources.
     src = os.path.join(work, "src")
     shutil.rmtree(src, ignore_errors=True)
     os.makedirs(src)
@@ -40,7 +42,7 @@ def main():
         shutil.copy(os.path.join(REPO, name), src)
     shutil.copytree(os.path.join(REPO, "python", "nnc"), os.path.join(src, "python", "nnc"))
     install = [sys.executable, "-m", "pip", "install", "-q", "--root-user-action=ignore", "--no-build-isolation",
-               "--no-deps", "--target", site, src]
+               "--no-deps", "-C", "wheel.cmake=false", "--target", site, src]
     if subprocess.call(install) != 0:
         print("python_package: pip install . failed")
         return 1

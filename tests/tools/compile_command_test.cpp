@@ -226,6 +226,28 @@ TEST(CommandLine, HelpListsUsageAndPasses) {
   for (const PassListing& p : allPasses()) EXPECT_TRUE(contains(r.out, p.info.name)) << p.info.name;
 }
 
+TEST(CommandLine, VersionNamesTheLlvmItCarriesAndTheTargets) {
+  ScratchDir dir;
+  RunResult r = runNnc({"--version"}, dir.path());
+  ASSERT_EQ(r.exitCode, 0) << r;
+  EXPECT_TRUE(std::regex_match(
+      r.out, std::regex(R"(nnc [0-9]+\.[0-9]+\.[0-9]+ \(LLVM 19\.[0-9.]+, [a-z ]+; targets: cpu.*\)\n)")))
+      << r.out;
+}
+
+// NVRTC is opened when a cuda compile first needs it: without one, the cuda target fails with a message
+// that says what to install, and writes nothing; the cpu target does not notice.
+TEST_F(CompileCommand, WithoutNvrtcTheCudaTargetSaysWhatIsMissing) {
+  const std::map<std::string, std::string> noNvrtc = {{"NNC_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so"}};
+  if (!contains(runNnc({"--version"}, dir.path()).out, "cuda")) GTEST_SKIP() << "this build has no cuda target";
+  RunResult r = runNnc({"model.onnx", "--target=cuda", "-o", "model.so"}, dir.path(), noNvrtc);
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.err, "NVRTC could not be opened (install the CUDA toolkit, or set NNC_NVRTC_LIBRARY)")) << r;
+  EXPECT_FALSE(fileExists(dir / "model.so"));
+  RunResult cpu = runNnc({"model.onnx", "-o", "model.so"}, dir.path(), noNvrtc);
+  EXPECT_EQ(cpu.exitCode, 0) << cpu;
+}
+
 TEST(CommandLine, NoArgumentsPrintsUsageAndFails) {
   ScratchDir dir;
   RunResult r = runNnc({}, dir.path());

@@ -18,6 +18,7 @@ namespace {
 
 const char kUsage[] =
     "usage: nnc MODEL.onnx -o MODEL.so [options]       compile to a shared library\n"
+    "       nnc --version                               nnc's version, the LLVM it carries, its targets\n"
     "       nnc run MODEL.onnx|MODEL.so --input NAME=FILE.pb ... [--output-dir DIR]\n"
     "       nnc test DIR... [--rtol=R] [--atol=A] [--expect-pass=FILE] [--write-passing=FILE] [--shard=K/N]\n"
     "       nnc bench MODEL.onnx [--iterations=N] [--warmup=N] [--warmup-ms=T] [--json] [--per-kernel] [--serve]\n"
@@ -53,6 +54,12 @@ const char kUsage[] =
     "  --time-passes  --print-after-all  --verify-each  --disable-pass=NAME  --threads=N  -v\n";
 
 int runNnc(int argc, char** argv) {
+  if (argc == 2 && !std::strcmp(argv[1], "--version")) {
+    std::string targets;
+    for (const auto& t : nnc::allTargets()) targets += (targets.empty() ? "" : ", ") + std::string(t->name());
+    std::printf("nnc %s (%s; targets: %s)\n", NNC_VERSION, NNC_LLVM_DESCRIPTION, targets.c_str());
+    return 0;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     if (argc >= 2) {

@@ -1,6 +1,10 @@
-// NVRTC compilation of generated CUDA source to cubin + PTX, and the on-disk kernel cache.
+// NVRTC compilation of generated CUDA source to cubin + PTX, and the on-disk kernel cache. NVRTC is
+// opened with dlopen when first needed (as the runtime opens the driver and cuBLASLt), so that nnc
+// starts, and compiles for the cpu, on a machine without the CUDA toolkit: an installed wheel carries
+// no libnvrtc, and finds one on the loader's path, in the toolkit, or at $NNC_NVRTC_LIBRARY.
 #include "targets/cuda/codegen/nvrtc_compiler.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <unistd.h>
 
@@ -17,6 +21,72 @@ namespace nnc::codegen::cuda {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The NVRTC entry points nnc calls, resolved from the library once per process.
+struct NvrtcApi {
+  decltype(&::nvrtcVersion) version = nullptr;
+  decltype(&::nvrtcGetErrorString) getErrorString = nullptr;
+  decltype(&::nvrtcCreateProgram) createProgram = nullptr;
+  decltype(&::nvrtcCompileProgram) compileProgram = nullptr;
+  decltype(&::nvrtcDestroyProgram) destroyProgram = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) getProgramLogSize = nullptr;
+  decltype(&::nvrtcGetProgramLog) getProgramLog = nullptr;
+  decltype(&::nvrtcGetCUBINSize) getCUBINSize = nullptr;
+  decltype(&::nvrtcGetCUBIN) getCUBIN = nullptr;
+  decltype(&::nvrtcGetPTXSize) getPTXSize = nullptr;
+  decltype(&::nvrtcGetPTX) getPTX = nullptr;
+  std::string error;  // why it could not be opened (then the pointers are null)
+};
+
+template <typename Fn>
+bool resolve(void* lib, const char* name, Fn* fn, std::string* missing) {
+  *fn = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (!*fn) *missing += std::string(missing->empty() ? "" : ", ") + name;
+  return *fn != nullptr;
+}
+
+NvrtcApi openNvrtc() {
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("NNC_NVRTC_LIBRARY"); path && *path) {
+    candidates.push_back(path);
+  } else {
+    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) candidates.emplace_back(name);
+    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
+      candidates.push_back(std::string(NNC_CUDA_TOOLKIT_LIB_DIR) + "/" + name);
+  }
+  NvrtcApi api;
+  for (const std::string& candidate : candidates) {
+    dlerror();
+    void* lib = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed, like the driver
+    if (!lib) {
+      const char* err = dlerror();
+      api.error += std::string(api.error.empty() ? "" : "; ") + (err ? err : candidate + ": cannot be opened");
+      continue;
+    }
+    std::string missing;
+    NvrtcApi a;
+    resolve(lib, "nvrtcVersion", &a.version, &missing);
+    resolve(lib, "nvrtcGetErrorString", &a.getErrorString, &missing);
+    resolve(lib, "nvrtcCreateProgram", &a.createProgram, &missing);
+    resolve(lib, "nvrtcCompileProgram", &a.compileProgram, &missing);
+    resolve(lib, "nvrtcDestroyProgram", &a.destroyProgram, &missing);
+    resolve(lib, "nvrtcGetProgramLogSize", &a.getProgramLogSize, &missing);
+    resolve(lib, "nvrtcGetProgramLog", &a.getProgramLog, &missing);
+    resolve(lib, "nvrtcGetCUBINSize", &a.getCUBINSize, &missing);
+    resolve(lib, "nvrtcGetCUBIN", &a.getCUBIN, &missing);
+    resolve(lib, "nvrtcGetPTXSize", &a.getPTXSize, &missing);
+    resolve(lib, "nvrtcGetPTX", &a.getPTX, &missing);
+    if (missing.empty()) return a;
+    api.error += std::string(api.error.empty() ? "" : "; ") + candidate + " lacks " + missing;
+  }
+  api.error = "NVRTC could not be opened (install the CUDA toolkit, or set NNC_NVRTC_LIBRARY): " + api.error;
+  return api;
+}
+
+const NvrtcApi& nvrtc() {
+  static const NvrtcApi api = openNvrtc();
+  return api;
+}
 
 std::atomic<int64_t> gHits{0}, gMisses{0}, gWrites{0};
 
@@ -96,11 +166,11 @@ bool writeEntry(const fs::path& path, const CompiledCuda& c) {
   return !ec;
 }
 
-std::string programLog(nvrtcProgram prog) {
+std::string programLog(const NvrtcApi& api, nvrtcProgram prog) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  if (api.getProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
   std::string log(size, '\0');
-  if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) return "";
+  if (api.getProgramLog(prog, log.data()) != NVRTC_SUCCESS) return "";
   log.resize(std::strlen(log.c_str()));
   while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
   return log;
@@ -117,32 +187,34 @@ std::vector<std::string> allOptions(const NvrtcOptions& o) {
 Expected<CompiledCuda> runNvrtc(const std::string& source, const std::string& displayName,
                                 const std::vector<std::string>& options) {
   const std::string prefix = "kernel '" + displayName + "': nvrtc: ";
+  const NvrtcApi& api = nvrtc();
+  if (!api.error.empty()) return Status::error(prefix + api.error);
   nvrtcProgram prog = nullptr;
-  nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), (displayName + ".cu").c_str(), 0, nullptr, nullptr);
-  if (r != NVRTC_SUCCESS) return Status::error(prefix + nvrtcGetErrorString(r));
+  nvrtcResult r = api.createProgram(&prog, source.c_str(), (displayName + ".cu").c_str(), 0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS) return Status::error(prefix + api.getErrorString(r));
   std::vector<const char*> argv;
   for (const std::string& s : options) argv.push_back(s.c_str());
-  r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  r = api.compileProgram(prog, static_cast<int>(argv.size()), argv.data());
   CompiledCuda out;
-  out.log = programLog(prog);
+  out.log = programLog(api, prog);
   if (r != NVRTC_SUCCESS) {
-    nvrtcDestroyProgram(&prog);
-    return Status::error(prefix + nvrtcGetErrorString(r) + (out.log.empty() ? "" : "\n" + out.log));
+    api.destroyProgram(&prog);
+    return Status::error(prefix + api.getErrorString(r) + (out.log.empty() ? "" : "\n" + out.log));
   }
   size_t cubinSize = 0, ptxSize = 0;
-  r = nvrtcGetCUBINSize(prog, &cubinSize);
+  r = api.getCUBINSize(prog, &cubinSize);
   if (r == NVRTC_SUCCESS) {
     out.cubin.resize(cubinSize);
-    r = nvrtcGetCUBIN(prog, reinterpret_cast<char*>(out.cubin.data()));
+    r = api.getCUBIN(prog, reinterpret_cast<char*>(out.cubin.data()));
   }
-  if (r == NVRTC_SUCCESS) r = nvrtcGetPTXSize(prog, &ptxSize);
+  if (r == NVRTC_SUCCESS) r = api.getPTXSize(prog, &ptxSize);
   if (r == NVRTC_SUCCESS) {
     out.ptx.resize(ptxSize);
-    r = nvrtcGetPTX(prog, out.ptx.data());
+    r = api.getPTX(prog, out.ptx.data());
     out.ptx.resize(std::strlen(out.ptx.c_str()));  // drop the terminating NUL
   }
-  nvrtcDestroyProgram(&prog);
-  if (r != NVRTC_SUCCESS) return Status::error(prefix + "reading the images: " + nvrtcGetErrorString(r));
+  api.destroyProgram(&prog);
+  if (r != NVRTC_SUCCESS) return Status::error(prefix + "reading the images: " + api.getErrorString(r));
   if (out.cubin.empty()) return Status::error(prefix + "no cubin (is '" + options.front() + "' a real architecture?)");
   return out;
 }
@@ -151,7 +223,8 @@ Expected<CompiledCuda> runNvrtc(const std::string& source, const std::string& di
 
 std::string nvrtcVersionString() {
   int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  if (!nvrtc().error.empty()) return "unavailable";
+  if (nvrtc().version(&major, &minor) != NVRTC_SUCCESS) return "unknown";
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
