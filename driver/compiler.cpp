@@ -30,7 +30,11 @@ namespace nnc {
 
 namespace {
 
-passes::PipelineOptions pipelineOptions(const CompileOptions& o, const Target& target) {
+Expected<std::vector<Tensor>> evaluateOnHost(Graph& graph, const CompileOptions& outer);
+
+// `foldSubgraphs`: whether fold-constant-subgraphs gets the host evaluator (not when compiling one of
+// its cones, which would recurse).
+passes::PipelineOptions pipelineOptions(const CompileOptions& o, const Target& target, bool foldSubgraphs) {
   passes::PipelineOptions p;
   p.optLevel = o.optLevel;
   p.targetPasses = target.passes();
@@ -42,6 +46,7 @@ passes::PipelineOptions pipelineOptions(const CompileOptions& o, const Target& t
   p.timePasses = o.timePasses;
   p.verifyEachPass = o.verifyEachPass;
   p.log = o.log;
+  if (foldSubgraphs) p.evaluateConstants = [&o](Graph& cone) { return evaluateOnHost(cone, o); };
   return p;
 }
 
@@ -105,8 +110,6 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
   }
 }
 
-Expected<std::vector<Tensor>> evaluateOnHost(Graph& graph, const CompileOptions& outer);
-
 // Everything compileJit and compileToSharedLibrary share: the passes, lowering, and the target's code
 // generation. `foldSubgraphs`: whether the pipeline may compile constant cones to fold them (not when
 // compiling one of those cones).
@@ -118,9 +121,7 @@ Expected<Program> compileProgram(Graph& graph, const Target& target, const Compi
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optimisation level -O" + std::to_string(options.optLevel) + " is not one of -O0..-O3");
   program.report.irBefore = printGraph(graph);
-  passes::PipelineOptions pipeline = pipelineOptions(options, target);
-  if (foldSubgraphs) pipeline.evaluateConstants = [&options](Graph& cone) { return evaluateOnHost(cone, options); };
-  NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipeline));
+  NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipelineOptions(options, target, foldSubgraphs)));
   LoweringOptions lowering;
   lowering.fuse = options.optLevel > 0;
   lowering.faultNode = options.faultNode;
@@ -286,9 +287,7 @@ std::string hostCompiler() {
 Status runPipeline(Graph& graph, const CompileOptions& options, CompileReport* report) {
   (void)report;
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, makeTarget(options));
-  passes::PipelineOptions pipeline = pipelineOptions(options, *target);
-  pipeline.evaluateConstants = [&options](Graph& cone) { return evaluateOnHost(cone, options); };
-  return passes::runPipeline(graph, pipeline);
+  return passes::runPipeline(graph, pipelineOptions(options, *target, /*foldSubgraphs=*/true));
 }
 
 Status compileForEmit(Graph& graph, const CompileOptions& options, CompileReport* report, bool generateCode) {
