@@ -11,6 +11,7 @@
 #include "driver/compiler.h"
 #include "ir/builder.h"
 #include "ir/reference.h"
+#include "runtime/cpu_features.h"
 
 namespace nnc {
 namespace {
@@ -231,7 +232,11 @@ TEST(ChannelsLast, ComputesWhatTheConvChainComputes) {
       const std::string& plan = (*jit)->report().plan;
       for (size_t at = plan.find("pipeline steps"); at != std::string::npos; at = plan.find("pipeline steps", at + 1))
         ++pipelines;
-      EXPECT_EQ(pipelines, c.pipelines) << c.name << "\n" << plan;
+      // Which chains pipeline depends on the GEMM tile (a task must be whole image rows: mc a
+      // multiple of the width), so the counts are the 16-lane tile's; narrower hosts check numerics.
+      if (rt::hostHasCpuFeature("avx512f")) {
+        EXPECT_EQ(pipelines, c.pipelines) << c.name << "\n" << plan;
+      }
       // Every f32 pointwise conv is a packed contraction, also one reading the channel-first input
       // through a transpose (its index had been left with div/mod: a loop nest 70x slower).
       if (c.dtype == DType::F32) {
