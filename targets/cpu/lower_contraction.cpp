@@ -380,11 +380,14 @@ InputLayout tiledLayout(const Shape& shape, int tiledAxis, int64_t width, int64_
           }};
 }
 
-}  // namespace
-
-Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group, const std::string& kernelName,
-                                                             const kir::TileTarget& target) {
+// `mayTranspose`: whether a GEMM whose transposition is only a speed choice (few columns, weights x
+// activations) may take it; lowerContraction retries without it when the transposed operands do not
+// read as a contraction's (a stem's patch rows, separable, cannot be the transposed B).
+Expected<std::optional<LoweredContraction>> lowerContractionAs(const KernelGroup& group, const std::string& kernelName,
+                                                               const kir::TileTarget& target, bool mayTranspose,
+                                                               bool* tookOptionalTranspose) {
   using Result = std::optional<LoweredContraction>;
+  *tookOptionalTranspose = false;
   const Node* mm = nullptr;
   for (const Node* n : group.nodes) {
     if (n->op() == OpKind::MatMul && !mm) {
@@ -447,7 +450,9 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   // bf16 needs packed at compile time (as a conv's, whose patches make it transposed anyway).
   const bool bf16AsIs = b->isConstant() && !a->isConstant() && bf16Shape(target, gemm->m, gemm->k, gemm->n);
   const bool bf16Transposed = a->isConstant() && !b->isConstant() && bf16Shape(target, gemm->n, gemm->k, gemm->m);
-  const bool transposed = inPlacePatches || bf16Transposed || (!bf16AsIs && (fewColumns || weightsTimesActivations));
+  const bool optionalTranspose = mayTranspose && !bf16AsIs && (fewColumns || weightsTimesActivations);
+  const bool transposed = inPlacePatches || bf16Transposed || optionalTranspose;
+  *tookOptionalTranspose = transposed && !inPlacePatches && !bf16Transposed;
   kir::Contraction c;
   c.transposed = transposed;
   c.batch = gemm->batch;
@@ -582,6 +587,17 @@ Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& 
   }
   kernel.kind = c;
   return Result(std::move(result));
+}
+
+}  // namespace
+
+Expected<std::optional<LoweredContraction>> lowerContraction(const KernelGroup& group, const std::string& kernelName,
+                                                             const kir::TileTarget& target) {
+  bool optionalTranspose = false;
+  NNC_ASSIGN_OR_RETURN(std::optional<LoweredContraction> lowered,
+                       lowerContractionAs(group, kernelName, target, /*mayTranspose=*/true, &optionalTranspose));
+  if (lowered || !optionalTranspose) return lowered;
+  return lowerContractionAs(group, kernelName, target, /*mayTranspose=*/false, &optionalTranspose);
 }
 
 Tensor packPairs(const Tensor& matrix, int tiledAxis, int64_t width, int64_t kPadded) {
