@@ -248,6 +248,16 @@ TEST_F(CompileCommand, WithoutNvrtcTheCudaTargetSaysWhatIsMissing) {
   EXPECT_EQ(cpu.exitCode, 0) << cpu;
 }
 
+// `nnc serve` is the Python package's (python/nnc/serve.py, run by the wheel's nnc script): the
+// binary says where it is instead of reading "serve" as a model file.
+TEST(CommandLine, ServeSaysItIsThePythonPackages) {
+  ScratchDir dir;
+  RunResult r = runNnc({"serve", "model.so"}, dir.path());
+  EXPECT_EQ(r.exitCode, 1) << r;
+  EXPECT_TRUE(contains(r.err, "pip install '.[serve]'")) << r;
+  EXPECT_TRUE(contains(r.err, "python -m nnc.serve")) << r;
+}
+
 TEST(CommandLine, NoArgumentsPrintsUsageAndFails) {
   ScratchDir dir;
   RunResult r = runNnc({}, dir.path());

@@ -29,6 +29,9 @@ const char kUsage[] =
     "       nnc bisect MODEL.onnx --input NAME=FILE.pb ... [--rtol=1e-4] [--atol=1e-5]\n"
     "                                                       each fused kernel alone vs the reference evaluator:\n"
     "                                                       the first one out of tolerance, its worst element\n"
+    "       nnc serve MODEL.so [--http-port N] [--grpc-port N] [--max-batch N] [--instances K] [--threads T]\n"
+    "                                                       serve under Triton Inference Server: the nnc that\n"
+    "                                                       pip install '.[serve]' installs (python -m nnc.serve)\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3        optimisation level (-O0: eager, one kernel per op; default -O2)\n"
     "  --target=cpu|cuda            code generation target (default cpu)\n"
@@ -77,6 +80,12 @@ int runNnc(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string first = argv[1];
+  // Serving runs Triton through the Python package (python/nnc/serve.py); the wheel's `nnc` script
+  // takes `serve` itself and this binary only sees the other commands.
+  if (first == "serve")
+    return nnc::cli::fail(
+        "serving is in nnc's Python package: pip install '.[serve]' and run the nnc it installs (nnc serve "
+        "MODEL.so), or python -m nnc.serve MODEL.so with python/ on PYTHONPATH");
   const bool sub = first == "run" || first == "test" || first == "bench" || first == "explain" || first == "bisect";
   nnc::Expected<nnc::cli::CommonOptions> options = nnc::cli::parseOptions(argc, argv, sub ? 2 : 1);
   if (!options) return nnc::cli::fail(options.status().message());
