@@ -18,6 +18,7 @@ Inputs that are already C-contiguous, aligned and of the model's dtype are passe
 others are converted (a copy). Errors raise nnc.CompileError (the compiler's diagnostic) or
 nnc.RunError (the runtime's message and nnc_status code); misuse raises ValueError/TypeError.
 """
+import _ctypes
 import collections
 import ctypes
 import os
@@ -224,6 +225,8 @@ class Model:
 
     def _run(self, values):
         """Runs on `values` (one per input, in model order); returns the outputs as new arrays."""
+        if self._handle is None:
+            raise ValueError("the model is closed")
         arrays = [self._as_input(v, i) for v, i in zip(values, self.inputs)]
         results = [np.empty(o.shape, dtype=o.dtype) for o in self.outputs]
         # This thread's descriptors, built on its first call (shape arrays included): a call fills in
@@ -259,10 +262,17 @@ class Model:
         return results[0] if len(results) == 1 else tuple(results)
 
     def close(self):
-        """Destroys the handle (also done when the model is garbage-collected)."""
+        """Destroys the handle and unloads the model.so (also done when the model is garbage-collected):
+        a process that loads model after model keeps only the ones still open mapped, their weights
+        included. Each Model holds its own reference to the library (dlopen counts them), so closing one
+        leaves another of the same file working."""
         if getattr(self, "_handle", None):
             self._lib.nnc_model_destroy(self._handle)
             self._handle = None
+        lib = getattr(self, "_lib", None)
+        if lib is not None:
+            self._lib = None  # its function pointers die with the mapping
+            _ctypes.dlclose(lib._handle)
 
     def __enter__(self):
         return self

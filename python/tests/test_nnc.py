@@ -90,6 +90,32 @@ def test_load_a_model_so_and_name_outputs(tmp_path):
         m.run({"x": x, "y": y})
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+def test_close_unloads_the_library_once_no_model_holds_it(tmp_path):
+    so = tmp_path / "g.so"
+    nnc.compile(save(two_in_two_out(), tmp_path / "g.onnx"), output=so)
+    path = os.path.realpath(str(so))
+
+    def mapped():
+        with open("/proc/self/maps") as f:
+            return path in f.read()
+
+    x, y = np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32)
+    first, second = nnc.load(str(so)), nnc.load(str(so))
+    assert mapped()
+    first.close()
+    assert mapped(), "the second model still holds the library"
+    np.testing.assert_array_equal(second(x, y)[0], x + y)
+    second.close()
+    assert not mapped(), "closing the last model unloads the library"
+    for _ in range(20):  # a server reloading a model: nothing accumulates
+        with nnc.load(str(so)) as m:
+            np.testing.assert_array_equal(m(x, y)[1], x * y)
+    assert not mapped()
+    with pytest.raises(ValueError, match="closed"):
+        m(x, y)
+
+
 def test_ready_inputs_are_not_copied_others_are_converted(tmp_path):
     model, w, b = mlp_model()
     m = nnc.compile(save(model, tmp_path / "mlp.onnx"))
