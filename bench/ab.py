@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""A/B of one model under two nnc option sets (and ONNX Runtime), interleaved in short rounds.
+"""A/B of one model under two nnc option sets or two nnc builds (and ONNX Runtime), interleaved in short rounds.
 
     python3 bench/ab.py MODEL.onnx --a="--disable-pass=batch-rows" --b="" [--threads=N] [--seconds=10]
+    python3 bench/ab.py MODEL.onnx --a-nnc=../before/build/tools/nnc      (B: this tree's build)
 
-Compiles MODEL.onnx twice to model.so files with the nnc executable (NNC_EXECUTABLE, else build/tools/nnc)
-and the extra options of --a and --b, loads both through the C ABI (python/nnc), checks each against
+Compiles MODEL.onnx twice to model.so files with the nnc executable (NNC_EXECUTABLE, else build/tools/nnc;
+--a-nnc / --b-nnc for one contender: a build of another commit) and the extra options of --a and --b, loads both through the C ABI (python/nnc), checks each against
 ONNX Runtime on the same random input, then times them and ORT (all graph optimisations) in rounds of
 about 100 ms, the contenders' order alternating per round, so that the machine's speed changes land on
 every contender alike. Prints each contender's median and p10-p90 per run (ms), the per-round paired
@@ -44,6 +45,8 @@ def main():
     p.add_argument("model")
     p.add_argument("--a", default="", help="nnc options of contender A (space-separated)")
     p.add_argument("--b", default="", help="nnc options of contender B")
+    p.add_argument("--a-nnc", default="", help="the nnc executable of contender A (default: NNC_EXECUTABLE)")
+    p.add_argument("--b-nnc", default="", help="the nnc executable of contender B")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seconds", type=float, default=10.0, help="total timed seconds per contender")
     p.add_argument("--round-seconds", type=float, default=0.1)
@@ -59,8 +62,12 @@ def main():
             for i in session.get_inputs()}
     want = session.run(None, feed)
     models = {}
-    for name, opts in (("A", args.a), ("B", args.b)):
+    default_nnc = os.environ["NNC_EXECUTABLE"]
+    for name, opts, exe in (("A", args.a, args.a_nnc), ("B", args.b, args.b_nnc)):
+        os.environ["NNC_EXECUTABLE"] = exe or default_nnc
         m = nnc.compile(args.model, threads=args.threads, extra_args=opts.split())
+        if exe:
+            opts = (opts + " " if opts else "") + "nnc " + exe
         got = m.run(feed)
         err = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want))
         scale = max(float(np.max(np.abs(w))) for w in want)
