@@ -127,7 +127,7 @@ def serve(model_so, name=None, http_port=8000, grpc_port=8001, metrics_port=8002
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
         from pytriton.triton import Triton, TritonConfig
     except ImportError:
-        raise Error("serving needs nvidia-pytriton: pip install 'nnc[serve]' (or pip install nvidia-pytriton)") from None
+        raise Error("serving needs nvidia-pytriton: pip install '.[serve]' in nnc's source tree, or pip install nvidia-pytriton") from None
     if instances < 1:
         raise ValueError("--instances must be 1 or more")
     if threads <= 0:
