@@ -27,7 +27,6 @@ import datetime
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,7 +35,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "serving"))
 import rounds  # noqa: E402
+from serving_test import free_ports  # noqa: E402  (the serving test's loopback ports)
 
 ORT_SERVER = r'''
 import sys, numpy as np, onnxruntime as ort
@@ -62,16 +63,6 @@ with Triton(config=TritonConfig(http_address="127.0.0.1", grpc_address="127.0.0.
     print("ort serve: ready", flush=True)
     triton.serve()
 '''
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Server:
@@ -116,6 +107,16 @@ def start_servers(nnc_so, onnx_path, work, threads, src):
     return servers, ports
 
 
+def infer_inputs(g, inputs):
+    """tritonclient.grpc InferInputs holding `inputs` ({name: f32 array})."""
+    tensors = []
+    for name, array in inputs.items():
+        t = g.InferInput(name, list(array.shape), "FP32")
+        t.set_data_from_numpy(array)
+        tensors.append(t)
+    return tensors
+
+
 def client_round(port, inputs, output, concurrency, seconds):
     """(requests/s, [latency ms]) of `concurrency` gRPC clients sending back to back for `seconds`."""
     import tritonclient.grpc as g
@@ -125,11 +126,7 @@ def client_round(port, inputs, output, concurrency, seconds):
 
     def worker():
         client = g.InferenceServerClient("127.0.0.1:%d" % port)
-        tensors = []
-        for name, array in inputs.items():
-            t = g.InferInput(name, list(array.shape), "FP32")
-            t.set_data_from_numpy(array)
-            tensors.append(t)
+        tensors = infer_inputs(g, inputs)
         client.infer("m", tensors)  # connected and warm before the round starts
         mine = []
         barrier.wait()
@@ -159,12 +156,7 @@ def answer(port, inputs, output):
     import tritonclient.grpc as g
 
     client = g.InferenceServerClient("127.0.0.1:%d" % port)
-    tensors = []
-    for name, array in inputs.items():
-        t = g.InferInput(name, list(array.shape), "FP32")
-        t.set_data_from_numpy(array)
-        tensors.append(t)
-    result = client.infer("m", tensors).as_numpy(output)
+    result = client.infer("m", infer_inputs(g, inputs)).as_numpy(output)
     client.close()
     return result
 

@@ -77,6 +77,16 @@ class Server:
         self.process.kill()
         fail("nnc serve was not serving after 180 s:\n" + self.tail())
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, trace):
+        """Stops the server; after a failure without failing again (the first message stands)."""
+        if kind is not None and not issubclass(kind, SystemExit):
+            traceback.print_exception(kind, value, trace)
+        self.stop(check=kind is None)
+        return False
+
     def tail(self):
         with open(self.log_path) as f:
             return "".join(f.readlines()[-30:])
@@ -215,9 +225,8 @@ def direct_reference(model_so):
 
 def test_batched(work):
     model_so = os.path.join(work, "batched.so")
-    server = Server(model_so, "batched", ["--max-batch", "8", "--instances", "2", "--max-queue-delay-us", "20000"],
-                    os.path.join(work, "batched.log"))
-    try:
+    with Server(model_so, "batched", ["--max-batch", "8", "--instances", "2", "--max-queue-delay-us", "20000"],
+                os.path.join(work, "batched.log")) as server:
         if "dynamic batching up to 8 rows, run in batches of 4" not in server.banner:
             fail("the batched model is not served with dynamic batching: " + server.banner)
         client = http_client.InferenceServerClient("127.0.0.1:%d" % server.http)
@@ -265,17 +274,11 @@ def test_batched(work):
         request = make_request(0)
         check_close(infer("grpc", server, request, ["probs"])["probs"], reference(request)["probs"],
                     "batched after the bad requests")
-    except BaseException:
-        traceback.print_exc()
-        server.stop(check=False)
-        raise
-    server.stop()
 
 
 def test_exact(work):
     model_so = os.path.join(work, "exact.so")
-    server = Server(model_so, "exact", [], os.path.join(work, "exact.log"))
-    try:
+    with Server(model_so, "exact", [], os.path.join(work, "exact.log")) as server:
         if "exact shapes, no batching" not in server.banner:
             fail("the exact-shape model is not served at its exact shapes: " + server.banner)
         model = nnc.load(model_so, threads=1)
@@ -300,19 +303,13 @@ def test_exact(work):
         request = make_request(0)
         check_close(infer("http", server, request, ["total"])["total"], reference(request)["total"],
                     "exact after the bad requests")
-    except BaseException:
-        traceback.print_exc()
-        server.stop(check=False)
-        raise
-    server.stop()
 
 
 def test_run_error(work):
     """A request Triton accepts but nnc's runtime refuses (a Gather index out of range) is answered with the
     runtime's diagnostic, and the server keeps serving."""
     model_so = os.path.join(work, "gather.so")
-    server = Server(model_so, "gather", [], os.path.join(work, "gather.log"))
-    try:
+    with Server(model_so, "gather", [], os.path.join(work, "gather.log")) as server:
         table = np.arange(20, dtype=np.float32).reshape(5, 4)
         for protocol in ("http", "grpc"):
             expect_error(server, protocol, {"ids": np.array([0, 1, 7], np.int64)}, ["rows"],
@@ -320,11 +317,6 @@ def test_run_error(work):
             ids = np.array([4, 0, -1], np.int64)
             check_close(infer(protocol, server, {"ids": ids}, ["rows"])["rows"], table[ids],
                         "gather after the failed run (%s)" % protocol, rtol=0, atol=0)
-    except BaseException:
-        traceback.print_exc()
-        server.stop(check=False)
-        raise
-    server.stop()
 
 
 def test_real_model(work):
@@ -333,9 +325,8 @@ def test_real_model(work):
     x = np.load(os.path.join(work, "real_input.npy"))
     y = np.load(os.path.join(work, "real_output.npy"))
     model_so = os.path.join(work, "real.so")
-    server = Server(model_so, "real", ["--max-batch", "4", "--max-queue-delay-us", "20000"],
-                    os.path.join(work, "real.log"))
-    try:
+    with Server(model_so, "real", ["--max-batch", "4", "--max-queue-delay-us", "20000"],
+                os.path.join(work, "real.log")) as server:
         model, reference = direct_reference(model_so)
         name, out = model.inputs[0].name, model.outputs[0].name
         scale = float(np.max(np.abs(y)))
@@ -352,11 +343,6 @@ def test_real_model(work):
             return {name: (np.repeat(x, n, axis=0) + 0.1 * g.standard_normal((n,) + x.shape[1:])).astype(np.float32)}
 
         concurrent_requests(server, make_request, lambda r: reference(r), 16, [out])
-    except BaseException:
-        traceback.print_exc()
-        server.stop(check=False)
-        raise
-    server.stop()
 
 
 def main():
