@@ -11,11 +11,10 @@ or from Python: nnc.serve.serve("model.so", http_port=8000, ...). Needs `pip ins
 
 Inputs and outputs are named and typed from the model's C ABI (nnc_model_input_info). A model
 whose inputs and outputs all share one leading dimension B (its batch), each with at least one
-dimension more, is served with Triton's
-dynamic batcher: the leading dim is Triton's batch dim, concurrent requests are gathered up to
---max-batch rows (default B) and the gathered rows run in chunks of B (the last one padded with
-zeros, its padding rows dropped from the answers). A model that does not (or B = 1 with
---max-batch 1) is served at its exact shapes, one request per run. Triton itself refuses a request
+dimension more, is served with Triton's dynamic batcher: the leading dim is Triton's batch dim,
+concurrent requests are gathered up to --max-batch rows (default B) and the gathered rows run in
+chunks of B (the last one padded with zeros, its padding rows dropped from the answers). A model
+that does not (or B = 1 with --max-batch 1) is served at its exact shapes, one request per run. Triton itself refuses a request
 with an unknown or missing input, a wrong dtype or shape, or more rows than --max-batch, and answers
 it with an error; a run that fails (nnc.RunError) is answered with the runtime's message. Neither
 stops the server.
@@ -25,8 +24,8 @@ batches run at once; --threads T is each one's thread count (default: the cores 
 
 Why pytriton's Python backend rather than a C++ TRITONBACKEND: pytriton ships a real tritonserver
 binary and its backend on PyPI, so `pip install` gives the whole server; the backend API's headers
-would otherwise have to be copied in. The per-request cost of the Python hop (some 100 us) is
-measured in bench/serving.py.
+would otherwise have to be copied in. What the Python hop costs per request is measured by
+bench/serving.py (bench/NOTES.md).
 """
 import argparse
 import os
@@ -156,6 +155,7 @@ def serve(model_so, name=None, http_port=8000, grpc_port=8001, metrics_port=8002
                           metrics_port=metrics_port, exit_timeout_secs=exit_timeout_s, log_verbose=0)
     triton = Triton(config=config)
     triton.__enter__()
+    serving = False  # whether the caller (block=False) now owns the running server
     try:
         triton.bind(
             model_name=name,
@@ -177,10 +177,12 @@ def serve(model_so, name=None, http_port=8000, grpc_port=8001, metrics_port=8002
         if ready:
             ready(message)
         if not block:
+            serving = True
             return triton
         triton.serve()  # until SIGINT / SIGTERM
     finally:
-        if block:
+        # Also when binding or starting failed with block=False: no tritonserver outlives the call.
+        if not serving:
             triton.__exit__(None, None, None)
             for m in models:
                 m.close()
