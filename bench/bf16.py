@@ -8,6 +8,7 @@ only nnc's two precisions are timed). The models come from `python3 tests/models
 (ONNX backend-test layout, with ORT's f32 output as test_data_set_0/output_0.pb).
 
     python3 bench/bf16.py --models DIR [--only bert12_128,mlp_batch64] [--threads 1,2] [--min-seconds 3]
+                          [--auto 1e-2]   (also nnc --precision=auto --accuracy=1e-2)
 
 Each thread count runs in a process of its own (OpenVINO sizes its thread pool once per process). Per
 model and thread count every contender runs in rounds of about 100 ms, all contenders once per round,
@@ -46,10 +47,10 @@ def load_case(models_dir, name):
     return os.path.join(case, "model.onnx"), x, ref
 
 
-def nnc_contender(onnx_path, precision, threads, work):
+def nnc_contender(onnx_path, precision, threads, work, accuracy=None):
     so = os.path.join(work, f"{os.path.basename(os.path.dirname(onnx_path))}.{precision}.so")
     started = time.time()
-    model = nnc.compile(onnx_path, opt=2, precision=precision, output=so, threads=threads)
+    model = nnc.compile(onnx_path, opt=2, precision=precision, output=so, threads=threads, accuracy=accuracy)
     name = model.inputs[0].name
     return (lambda x: model.run({name: x})[0]), time.time() - started
 
@@ -76,6 +77,9 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--min-seconds", type=float, default=3.0)
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--auto", type=float, default=None, metavar="ACC",
+                        help="also time nnc --precision=auto --accuracy=ACC (calibrated on generated inputs, "
+                             "not on the input the errors are measured on)")
     args = parser.parse_args()
     try:
         import openvino
@@ -91,7 +95,8 @@ def main():
         for t in thread_counts:
             out = os.path.join("/tmp", f"nnc-bf16-bench-{t}")
             subprocess.run([sys.executable, __file__, "--models", args.models, "--only", args.only, "--threads", str(t),
-                            "--min-seconds", str(args.min_seconds), "--out", out], check=True)
+                            "--min-seconds", str(args.min_seconds), "--out", out] +
+                           (["--auto", str(args.auto)] if args.auto else []), check=True)
             with open(max((os.path.join(out, f) for f in os.listdir(out) if f.endswith(".json")),
                           key=os.path.getmtime)) as f:
                 part = json.load(f)
@@ -121,6 +126,12 @@ def main():
                 if ov_version:
                     contenders[f"openvino {precision}"], compile_s[f"openvino {precision}"] = openvino_contender(
                         onnx_path, precision, threads)
+            if args.auto:
+                try:
+                    contenders["nnc auto"], compile_s["nnc auto"] = nnc_contender(onnx_path, "auto", threads, work,
+                                                                                  args.auto)
+                except nnc.CompileError as e:
+                    print(f"{name}: nnc --precision=auto: {e}", file=sys.stderr)
             scale = float(np.max(np.abs(ref)))
             for n, fn in contenders.items():
                 errors[n] = float(np.max(np.abs(fn(x).astype(np.float64) - ref))) / scale
@@ -130,12 +141,14 @@ def main():
                    "error": errors, "compile_s": compile_s, "load": os.getloadavg()}
             pairs = {"openvino bf16 / nnc bf16": ("openvino bf16", "nnc bf16"),
                      "nnc f32 / nnc bf16": ("nnc f32", "nnc bf16"),
-                     "openvino f32 / nnc f32": ("openvino f32", "nnc f32")}
+                     "openvino f32 / nnc f32": ("openvino f32", "nnc f32"),
+                     "nnc bf16 / nnc auto": ("nnc bf16", "nnc auto")}
             row["ratios"] = {}
             for label, (num, den) in pairs.items():
                 if num in rounds and den in rounds:
                     ratios = [a / b for a, b in zip(rounds[num], rounds[den])]
                     row["ratios"][label] = {"median": pct(ratios, 50), "p10": pct(ratios, 10), "p90": pct(ratios, 90)}
+            row["auto_accuracy"] = args.auto
             result["rows"].append(row)
             print(json.dumps(row), flush=True)
     os.sched_setaffinity(0, set(cpus))
@@ -169,6 +182,16 @@ def markdown(result):
         r = row["ratios"].get("openvino bf16 / nnc bf16")
         if r:
             geo.setdefault(row["threads"], []).append(math.log(r["median"]))
+    autos = [row for row in result["rows"] if "nnc auto" in row["ms"]]
+    if autos:
+        out += ["", f"--precision=auto --accuracy={autos[0]['auto_accuracy']:g} (calibrated on generated inputs; the "
+                "error is on the benchmark's input, against ONNX Runtime's f32 output):", "",
+                "| model | T | nnc auto ms | nnc bf16 / nnc auto (p10-p90) | error nnc auto | error nnc bf16 |",
+                "|---|---|---|---|---|---|"]
+        for row in autos:
+            out.append(f"| {row['model']} | {row['threads']} | {ms(row, 'nnc auto')} | "
+                       f"{ratio(row, 'nnc bf16 / nnc auto')} | {row['error']['nnc auto']:.1e} | "
+                       f"{row['error'].get('nnc bf16', float('nan')):.1e} |")
     out.append("")
     for t, logs in sorted(geo.items()):
         out.append(f"- {t} thread(s): geometric mean OpenVINO bf16 / nnc bf16 = {math.exp(sum(logs) / len(logs)):.2f} "

@@ -16,9 +16,11 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "driver/plan_builder.h"
+#include "driver/precision_choice.h"
 #include "ir/printer.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
@@ -97,6 +99,12 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
   report.foldedNodes = graph.provenance().folded;
   report.elidedNodes = graph.provenance().elided;
   for (size_t s = 0; s < lowered.stepGroup.size(); ++s) report.groups[lowered.stepGroup[s]].steps.push_back(s);
+  std::set<std::string> bf16Kernels;
+  for (const kir::Kernel& k : lowered.kernels)
+    if (const auto* c = k.as<kir::Contraction>(); c && c->operands == DType::BF16) bf16Kernels.insert(k.name);
+  for (size_t s = 0; s < lowered.stepGroup.size(); ++s)
+    if (lowered.plan.steps[s].kind == rt::StepKind::Kernel && bf16Kernels.count(lowered.plan.steps[s].name))
+      report.groups[lowered.stepGroup[s]].precision = "bf16";
   // A contraction group the target's lowering declined runs as loop nests: say so.
   for (CompileReport::Group& group : report.groups) {
     if (group.kind != std::string("contraction")) continue;
@@ -113,18 +121,54 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
 // Everything compileJit and compileToSharedLibrary share: the passes, lowering, and the target's code
 // generation. `foldSubgraphs`: whether the pipeline may compile constant cones to fold them (not when
 // compiling one of those cones).
+Expected<Program> buildProgram(const Graph& graph, const std::vector<std::string>& outputNames, const Target& target,
+                               const CompileOptions& options, const LoweringOptions& lowering, bool generateCode);
+
+Expected<std::vector<Tensor>> runProgram(Program& program, const Target& target, const std::vector<Tensor>& inputs);
+
 Expected<Program> compileProgram(Graph& graph, const Target& target, const CompileOptions& options,
                                  bool generateCode = true, bool foldSubgraphs = true) {
-  Program program;
   std::vector<std::string> outputNames;
   for (const Value* v : graph.outputs()) outputNames.push_back(v->name());
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optimisation level -O" + std::to_string(options.optLevel) + " is not one of -O0..-O3");
-  program.report.irBefore = printGraph(graph);
+  const std::string irBefore = printGraph(graph);
   NNC_RETURN_IF_ERROR(passes::runPipeline(graph, pipelineOptions(options, target, foldSubgraphs)));
   LoweringOptions lowering;
   lowering.fuse = options.optLevel > 0;
   lowering.faultNode = options.faultNode;
+  std::optional<PrecisionChoice> choice;
+  if (options.precision == Precision::Auto) {
+    PhaseTimer timer(options, "[calibrate precision]");
+    ModelRunner runWith = [&](const std::set<const Node*>& keepF32,
+                              const std::vector<Tensor>& inputs) -> Expected<std::vector<Tensor>> {
+      LoweringOptions l = lowering;
+      l.keepF32 = keepF32;
+      NNC_ASSIGN_OR_RETURN(Program p, buildProgram(graph, outputNames, target, options, l, true));
+      return runProgram(p, target, inputs);
+    };
+    NNC_ASSIGN_OR_RETURN(choice, choosePrecision(graph, outputNames, target, options, lowering, runWith));
+    lowering.keepF32 = choice->keepF32;
+  }
+  NNC_ASSIGN_OR_RETURN(Program program, buildProgram(graph, outputNames, target, options, lowering, generateCode));
+  program.report.irBefore = irBefore;
+  if (choice) {
+    program.report.calibratedError = choice->modelError;
+    for (size_t g = 0; g < program.lowered.groups.size(); ++g) {
+      const KernelGroup& group = program.lowered.groups[g];
+      if (group.nodes.empty()) continue;
+      auto it = choice->groupError.find(group.nodes.front());
+      if (it != choice->groupError.end() && g < program.report.groups.size())
+        program.report.groups[g].bf16Error = it->second;
+    }
+  }
+  return program;
+}
+
+// The optimised graph lowered (and its code generated) into a program.
+Expected<Program> buildProgram(const Graph& graph, const std::vector<std::string>& outputNames, const Target& target,
+                               const CompileOptions& options, const LoweringOptions& lowering, bool generateCode) {
+  Program program;
   {
     PhaseTimer timer(options, "[fuse and lower]");
     NNC_ASSIGN_OR_RETURN(program.lowered, lowerProgram(graph, outputNames, target, lowering));
@@ -220,6 +264,13 @@ class JitModel final : public CompiledModel {
   std::unique_ptr<TargetCode> kernels_;  // must outlive handle_ (destroyed in ~JitModel first)
   nnc_model* handle_ = nullptr;
 };
+
+Expected<std::vector<Tensor>> runProgram(Program& program, const Target& target, const std::vector<Tensor>& inputs) {
+  std::unique_ptr<TargetCode> kernels;
+  NNC_ASSIGN_OR_RETURN(nnc_model * handle, target.createHandle(program, &kernels));
+  JitModel model(CompileReport(), std::move(kernels), handle);
+  return model.run(inputs);
+}
 
 // fold-constant-subgraphs' evaluator: a graph of constants compiled for this host at -O2 (whatever the
 // model's target, precision or CPU features: it runs here, once) and run.

@@ -286,6 +286,8 @@ Expected<LoweredProgram> lowerProgram(const Graph& graph, const std::vector<std:
   std::vector<passes::FusionRefusal> refusals;
   fusion.refusals = &refusals;
   program.groups = passes::partitionIntoKernels(graph, fusion);
+  for (KernelGroup& group : program.groups)
+    for (const Node* n : group.nodes) group.keepF32 |= options.keepF32.count(n) > 0;
   program.cuts = passes::fusionCuts(program.groups, refusals, fusion.enabled);
   NNC_RETURN_IF_ERROR(PlanBuilder(graph, program, target, options).build(outputNames));
   return program;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ struct LoweringOptions {
   bool fuse = true;                   // false: one kernel per node (eager, -O0)
   std::ostream* fusionLog = nullptr;  // one line per rejected fusion candidate
   std::string faultNode;              // tests only: CompileOptions::faultNode
+  // Groups holding any of these nodes keep f32 contractions (KernelGroup::keepF32).
+  std::set<const Node*> keepF32;
 };
 
 // Partitions the graph with the target's fusion hooks and builds the plan, asking the target for each

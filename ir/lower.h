@@ -33,6 +33,9 @@ struct KernelGroup {
   std::vector<Node*> nodes;     // in topological order; at most one Reduction-class anchor
   std::vector<Value*> inputs;   // values read from memory (graph inputs, constants, other groups)
   std::vector<Value*> outputs;  // values written to memory
+  // Its contractions compute in f32 whatever CompileOptions::precision asks (--precision=auto kept it
+  // there: driver/precision_choice.h).
+  bool keepF32 = false;
 };
 
 // Fills group.inputs/outputs from the nodes and the graph: an output is any value produced in the

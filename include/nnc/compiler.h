@@ -4,6 +4,7 @@
 // includes; `find_package(nnc)` gives the library (examples/cmake).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -20,9 +21,12 @@ namespace nnc {
 // AMX-BF16 or AVX512-BF16): GEMMs against constant weights round both operands to bfloat16 (the weights
 // at compile time, the activations as they are packed) and accumulate in f32 on the matrix tiles or
 // with VDPBF16PS; everything
-// else (normalisations, softmax, reductions, epilogues, model inputs and outputs) stays f32.
-enum class Precision { F32, BF16 };
-inline const char* precisionName(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
+// else (normalisations, softmax, reductions, epilogues, model inputs and outputs) stays f32. Auto: bf16
+// per group, where calibration measured it within CompileOptions::accuracy (driver/precision_choice.h).
+enum class Precision { F32, BF16, Auto };
+inline const char* precisionName(Precision p) {
+  return p == Precision::BF16 ? "bf16" : p == Precision::Auto ? "auto" : "f32";
+}
 
 struct CompileOptions {
   int optLevel = 2;               // 0: eager (one kernel per op), 1-3: fused
@@ -32,6 +36,14 @@ struct CompileOptions {
   // error). Off by default: fp32 is exact fp32, as ONNX specifies.
   bool allowTf32 = false;
   Precision precision = Precision::F32;
+  // Precision::Auto: the largest error the model's outputs may have against its f32 compile on the
+  // calibration inputs, relative to each output's largest magnitude (max |bf16 - f32| / max |f32|).
+  double accuracy = 1e-2;
+  // Precision::Auto: the inputs calibration runs the model on, by input name; inputs not given are
+  // generated (floats from a normal distribution, seeded; integers and bools 1, a valid index into
+  // any table and an attend-all mask). Real inputs calibrate better: generated ones may not exercise
+  // the ranges a deployment sees.
+  std::map<std::string, Tensor> calibrationInputs;
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
@@ -93,6 +105,10 @@ struct CompileReport {
     std::vector<std::string> ops;      // each node's op
     std::vector<size_t> steps;         // indices into `steps`
     std::vector<std::string> sources;  // the source (ONNX) nodes it computes, wholly or in part
+    std::string precision = "f32";     // what its contractions compute in: "f32" or "bf16"
+    // --precision=auto: the group's own error in bf16 (run alone on the f32 values of its inputs,
+    // max |bf16 - f32| / max |f32| over its outputs); -1 where it was not measured.
+    double bf16Error = -1;
   };
   struct Cut {
     std::string value;        // the value written by one group and read by another
@@ -106,6 +122,9 @@ struct CompileReport {
   // Provenance: every source node the importer read, those computed at compile time (folded) and those
   // with no computation left (elided: aliases, unused results); the others are in some Group::sources.
   std::vector<std::string> sourceNodes, foldedNodes, elidedNodes;
+  // --precision=auto: the compiled model's error against its f32 compile on the calibration inputs
+  // (max over float outputs of max |got - f32| / max |f32|); -1 otherwise.
+  double calibratedError = -1;
 };
 
 // An in-process compiled model; runs on host buffers.

@@ -295,17 +295,24 @@ def load(path, threads=0, cuda_graphs=None):
 
 
 def compile(model, target="cpu", opt=2, shapes=None, bind=None, output=None, threads=0,
-            allow_unsupported_opset=False, precision="f32", extra_args=()):
+            allow_unsupported_opset=False, precision="f32", accuracy=None, calibration=None, extra_args=()):
     """Compiles the ONNX file `model` with the nnc executable and loads the result.
 
     target: "cpu" or "cuda"; opt: 0 (eager) to 3; shapes: {input: shape} for symbolic dims;
     bind: {input: path of a TensorProto .pb} made compile-time constants; output: where to keep the
     model.so (default: a temporary file, deleted once loaded); precision: "f32" (exact) or "bf16"
     (GEMMs against constant weights with bf16 operands, f32 accumulation; CPUs with AMX-BF16 or
-    AVX512-BF16). Raises CompileError with nnc's diagnostic when the model is refused.
+    AVX512-BF16), or "auto": bf16 per kernel group where calibration keeps the outputs within
+    `accuracy` (default 1e-2) of f32, max |error| / max |output|; calibration: {input: path of a
+    TensorProto .pb} to calibrate on (inputs not given are generated). Raises CompileError with
+    nnc's diagnostic when the model is refused.
     """
     args = [executable(), os.fspath(model), "-O%d" % int(opt), "--target=%s" % target,
             "--precision=%s" % precision]
+    if accuracy is not None:
+        args.append("--accuracy=%r" % float(accuracy))
+    for name, path in (calibration or {}).items():
+        args += ["--input", "%s=%s" % (name, os.fspath(path))]
     for name, shape in (shapes or {}).items():
         args += ["--shape", "%s=%s" % (name, "x".join(str(int(d)) for d in shape))]
     for name, path in (bind or {}).items():

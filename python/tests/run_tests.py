@@ -50,7 +50,7 @@ def main():
                NNC_MODELS=os.path.abspath(args.models) if args.models else "")
     # From the work directory, so that `import nnc` can only find the installed package.
     tests = os.path.join(REPO, "python", "tests")
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests], cwd=work, env=env)
+    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", tests], cwd=work, env=env)
 
 
 if __name__ == "__main__":

@@ -238,6 +238,33 @@ def test_bf16_precision_rounds_the_gemm_operands_only(tmp_path):
         nnc.compile(path, precision="f8")
 
 
+def test_auto_precision_calibrates_on_the_given_inputs(tmp_path):
+    """precision="auto": a product whose terms cancel (activations 1 + 0.01 r against weights of
+    alternating sign) is mostly bf16 rounding error in bf16. Calibrated on such inputs (a .pb file),
+    auto keeps it f32 (float64 oracle); calibrated on generated normal inputs, it sees no harm and
+    takes bf16."""
+    if not bf16_host():
+        pytest.skip("this CPU has neither AMX-BF16 nor AVX512-BF16")
+    rng = np.random.default_rng(2)
+    m_, k, n = 64, 256, 64
+    sign = np.where(np.arange(k) % 2, -1.0, 1.0)[:, None]
+    w = (sign * (1 + 0.01 * rng.uniform(-1, 1, (k, n)))).astype(np.float32)
+    x = (1 + 0.01 * rng.uniform(-1, 1, (m_, k))).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m_, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m_, n])], [numpy_helper.from_array(w, "w")])
+    path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "g.onnx")
+    calibration = tmp_path / "x.pb"
+    calibration.write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+    exact = x.astype(np.float64) @ w
+    scale = np.abs(exact).max()
+    calibrated = nnc.compile(path, precision="auto", accuracy=1e-2, calibration={"x": calibration})
+    assert np.abs(calibrated(x) - exact).max() / scale < 1e-4
+    generated = nnc.compile(path, precision="auto", accuracy=1e-2)
+    assert np.abs(generated(x) - exact).max() / scale > 5e-2
+
+
 def test_symbolic_shapes_are_fixed_by_shapes(tmp_path):
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],

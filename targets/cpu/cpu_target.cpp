@@ -61,7 +61,7 @@ class CpuTarget final : public Target {
     // eager vs fused a measure of fusion alone.
     llvm_.optLevel = 2;
     llvm_.gemmVectorBits = options.vectorBits;
-    llvm_.bf16Contractions = options.precision == Precision::BF16;
+    llvm_.bf16Contractions = options.precision != Precision::F32;
     llvm_.features = options.cpuFeatures;
     tile_ = codegen::hostTileTarget(llvm_);
   }
@@ -72,14 +72,15 @@ class CpuTarget final : public Target {
   // refused, naming what is missing, for a CPU with neither or an OS that withholds the tiles.
   Status checkAvailable() const override {
     NNC_RETURN_IF_ERROR(codegen::checkCpuFeatures(options_.cpuFeatures));
-    if (options_.precision != Precision::BF16) return Status::ok();
+    if (options_.precision == Precision::F32) return Status::ok();
+    const std::string asked = std::string("--precision=") + precisionName(options_.precision);
     if (tile_.bf16Unit == kir::Bf16Unit::None)
-      return Status::error(
-          "--precision=bf16 needs a CPU with AMX-BF16 (amx-tile and amx-bf16) or AVX512-BF16 (avx512bf16), with "
-          "512-bit vectors: this host's CPU lacks them (use --precision=f32)");
+      return Status::error(asked +
+                           " needs a CPU with AMX-BF16 (amx-tile and amx-bf16) or AVX512-BF16 (avx512bf16), with "
+                           "512-bit vectors: this host's CPU lacks them (use --precision=f32)");
     std::string why;
     if (tile_.bf16Unit == kir::Bf16Unit::AmxTiles && !rt::enableAmxTiles(&why))
-      return Status::error("--precision=bf16: " + why);
+      return Status::error(asked + ": " + why);
     return Status::ok();
   }
 
@@ -128,7 +129,9 @@ class CpuTarget final : public Target {
       return lowered;
     }
     if (group.kind != GroupKind::Contraction) return Target::lower(group, kernelName);
-    NNC_ASSIGN_OR_RETURN(std::optional<LoweredContraction> gemm, lowerContraction(group, kernelName, tile_));
+    kir::TileTarget tile = tile_;
+    if (group.keepF32) tile.bf16Unit = kir::Bf16Unit::None;
+    NNC_ASSIGN_OR_RETURN(std::optional<LoweredContraction> gemm, lowerContraction(group, kernelName, tile));
     if (!gemm) {
       KernelGroup declined = group;
       declined.kind = GroupKind::LoopKernel;

@@ -249,11 +249,18 @@ TEST_F(BadInput, BadOptionValues) {
   expectError({"model.onnx", "-o", "model.so", "--threads=two"}, {"nnc: error: --threads expects a number, got 'two'"});
   expectError({"model.onnx", "-o"}, {"nnc: error: -o needs a value"});
   expectError({"model.onnx", "-o", "model.so", "--precision=f8"},
-              {"nnc: error: unknown precision 'f8' (use f32 or bf16)"});
+              {"nnc: error: unknown precision 'f8' (use f32, bf16 or auto)"});
   expectError({"model.onnx", "-o", "model.so", "--precision=fp16"},
-              {"nnc: error: --precision=fp16 is not implemented yet (use f32 or bf16)"});
-  expectError({"model.onnx", "-o", "model.so", "--precision=auto"},
-              {"nnc: error: --precision=auto is not implemented yet (use f32 or bf16)"});
+              {"nnc: error: --precision=fp16 is not implemented yet (use f32, bf16 or auto)"});
+  expectError({"model.onnx", "-o", "model.so", "--accuracy=1e-2"},
+              {"nnc: error: --accuracy is the error budget of --precision=auto: give --precision=auto too"});
+  for (const char* bad : {"--accuracy=0", "--accuracy=-1", "--accuracy=inf"})
+    expectError({"model.onnx", "-o", "model.so", "--precision=auto", bad},
+                {"nnc: error: --accuracy expects a positive relative error (e.g. 1e-2), got '"});
+  expectError({"model.onnx", "-o", "model.so", "--precision=auto", "--accuracy=tight"},
+              {"nnc: error: --accuracy expects a number, got 'tight'"});
+  expectError({"model.onnx", "-o", "model.so", "--precision=auto", "--input", "x=nofile.pb"},
+              {"nnc: error: nofile.pb: cannot read"});
   expectError({"model.onnx", "-o", "model.so", "--bind", "y=nofile.pb"}, {"nnc: error: nofile.pb: cannot read"});
   expectError({"model.onnx", "-o", "model.so", "--cpu-features=amx-tile"},
               {"--cpu-features: 'amx-tile' is not +name or -name (e.g. -amx-tile)"});

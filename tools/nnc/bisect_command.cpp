@@ -143,6 +143,9 @@ int bisectCommand(const CommonOptions& options) {
 
   // Each group compiled alone, without passes (materialize-outputs aside: the nodes are final).
   CompileOptions groupOptions = compile;
+  // --precision=auto: each group's error in bf16 (what auto's calibration measures, against the
+  // reference evaluator here).
+  if (groupOptions.precision == Precision::Auto) groupOptions.precision = Precision::BF16;
   for (const PassListing& p : allPasses())
     if (p.info.name != "materialize-outputs") groupOptions.disabledPasses.push_back(p.info.name);
   const std::vector<KernelGroup>& groups = program->groups;

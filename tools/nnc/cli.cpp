@@ -114,6 +114,7 @@ Expected<double> parseNumber(const std::string& text, const std::string& flag) {
 
 Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
   CommonOptions o;
+  bool accuracyGiven = false;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     // Flags taking a value accept both "--flag=value" and "--flag value".
@@ -144,11 +145,20 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
         o.compile.precision = Precision::F32;
       } else if (v == "bf16") {
         o.compile.precision = Precision::BF16;
-      } else if (v == "fp16" || v == "auto") {
-        return Status::error("--precision=" + v + " is not implemented yet (use f32 or bf16)");
+      } else if (v == "auto") {
+        o.compile.precision = Precision::Auto;
+      } else if (v == "fp16") {
+        return Status::error("--precision=fp16 is not implemented yet (use f32, bf16 or auto)");
       } else {
-        return Status::error("unknown precision '" + v + "' (use f32 or bf16)");
+        return Status::error("unknown precision '" + v + "' (use f32, bf16 or auto)");
       }
+    } else if (is("--accuracy")) {
+      NNC_ASSIGN_OR_RETURN(std::string v, value("--accuracy"));
+      NNC_ASSIGN_OR_RETURN(double d, parseNumber(v, "--accuracy"));
+      if (!(d > 0) || !std::isfinite(d))
+        return Status::error("--accuracy expects a positive relative error (e.g. 1e-2), got '" + v + "'");
+      o.compile.accuracy = d;
+      accuracyGiven = true;
     } else if (is("--cpu-features")) {
       NNC_ASSIGN_OR_RETURN(o.compile.cpuFeatures, value("--cpu-features"));
     } else if (arg == "--no-cuda-graphs") {
@@ -245,7 +255,18 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
     }
   }
   if (o.compile.target.empty()) o.compile.target = defaultTargetName();
+  if (accuracyGiven && o.compile.precision != Precision::Auto)
+    return Status::error("--accuracy is the error budget of --precision=auto: give --precision=auto too");
   return o;
+}
+
+Status loadCalibrationInputs(CommonOptions& o) {
+  if (o.compile.precision != Precision::Auto) return Status::ok();
+  for (const auto& [name, file] : o.inputs) {
+    NNC_ASSIGN_OR_RETURN(Tensor t, onnx::readTensorFile(file));
+    o.compile.calibrationInputs[name] = std::move(t);
+  }
+  return Status::ok();
 }
 
 namespace {

@@ -41,6 +41,8 @@ struct CommonOptions {
 
 // Parses argv[first..]; errors name the offending argument.
 Expected<CommonOptions> parseOptions(int argc, char** argv, int first);
+// --precision=auto: the --input files become the calibration inputs (CompileOptions::calibrationInputs).
+Status loadCalibrationInputs(CommonOptions& o);
 
 // The C ABI functions a handle is used through: this binary's own (JIT) or a model.so's (dlsym),
 // so a handle is only ever touched by the runtime that made it.

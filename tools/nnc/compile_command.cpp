@@ -28,8 +28,10 @@ Status checkWritable(const std::string& path) {
 
 }  // namespace
 
-int compileCommand(const CommonOptions& o) {
-  if (o.positional.size() != 1) return fail("expected exactly one model file (see nnc --help)");
+int compileCommand(const CommonOptions& given) {
+  if (given.positional.size() != 1) return fail("expected exactly one model file (see nnc --help)");
+  CommonOptions o = given;
+  if (Status s = loadCalibrationInputs(o); !s) return fail(s.message());
   const std::string& path = o.positional[0];
   if (o.output.empty() && o.emit.empty() && o.dumpGraph.empty())
     return fail("no output file: give -o MODEL.so, --emit=... or --dump-graph=FILE.dot");
@@ -85,6 +87,17 @@ int compileCommand(const CommonOptions& o) {
   }
   if (o.verbose && !o.output.empty())
     std::fprintf(stderr, "nnc: runtime archives from %s\n", runtimeDirectory(options.runtimeDir).c_str());
+  if (o.verbose && report.calibratedError >= 0) {
+    int bf16 = 0, measured = 0;
+    for (const CompileReport::Group& g : report.groups) {
+      bf16 += g.precision == "bf16";
+      measured += g.bf16Error >= 0;
+    }
+    std::fprintf(stderr,
+                 "nnc: --precision=auto: %d of %d groups that could run in bf16 do; the model's error against f32 on "
+                 "the calibration inputs %.3g (budget %g); nnc explain lists each group's\n",
+                 bf16, measured, report.calibratedError, o.compile.accuracy);
+  }
   if (o.verbose)
     std::fprintf(stderr, "nnc: %d kernels, %d library calls, %d host steps, arena %llu bytes, weights %llu bytes\n",
                  report.numKernels, report.numLibraryCalls, report.numBuiltins,

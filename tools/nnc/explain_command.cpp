@@ -3,6 +3,7 @@
 // crosses groups (written to memory by one, read back by another) with the reason the fusion policy
 // gave for keeping the two apart (passes/fusion.cpp's FusionDecision texts). Compiles up to the plan
 // only: no code generation, so it is quick and needs no GPU for --target=cuda.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -43,6 +44,15 @@ std::string jsonList(const std::vector<std::string>& items) {
   return s + "]";
 }
 
+// A measured error, or null where it was not measured (-1); an infinite one (outputs that became NaN
+// or infinite) as a very large number, which JSON can hold.
+std::string jsonNumber(double v) {
+  if (v < 0) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", std::isfinite(v) ? v : 1e308);
+  return buf;
+}
+
 struct GroupCost {
   uint64_t bytes = 0;
   double flops = 0;
@@ -66,7 +76,12 @@ void printText(const std::string& path, const CommonOptions& o, const CompileRep
       "source nodes: %zu (%zu folded at compile time, %zu elided, %zu unaccounted); --json lists each "
       "group's\n\n",
       report.sourceNodes.size(), report.foldedNodes.size(), report.elidedNodes.size(), unaccounted(report).size());
-  std::printf("group  %-40s %5s %11s %10s  nodes\n", "kind", "steps", "bytes", "MFLOP");
+  if (report.calibratedError >= 0)
+    std::printf("--precision=auto: the model's error against f32 on the calibration inputs %.3g (budget %g)\n\n",
+                report.calibratedError, o.compile.accuracy);
+  // The precision column: what each group's contractions compute in, and --precision=auto's measured
+  // error of a group that could run in bf16.
+  std::printf("group  %-40s %-15s %5s %11s %10s  nodes\n", "kind", "precision", "steps", "bytes", "MFLOP");
   for (size_t i = 0; i < report.groups.size(); ++i) {
     const CompileReport::Group& g = report.groups[i];
     const GroupCost c = costOf(report, g);
@@ -74,8 +89,14 @@ void printText(const std::string& path, const CommonOptions& o, const CompileRep
     for (size_t j = 0; j < g.nodes.size(); ++j) nodes += (j ? ", " : "") + g.nodes[j] + " (" + g.ops[j] + ")";
     std::string flops = c.flops > 0 ? std::to_string(c.flops / 1e6) : "";
     if (!flops.empty()) flops = flops.substr(0, flops.find('.') + 3);
-    std::printf("%5zu  %-40s %5zu %11s %10s  %s\n", i, g.kind.c_str(), g.steps.size(), humanBytes(c.bytes).c_str(),
-                flops.c_str(), nodes.c_str());
+    std::string precision = g.precision;
+    if (g.bf16Error >= 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " (bf16 %.1e)", g.bf16Error);
+      precision += buf;
+    }
+    std::printf("%5zu  %-40s %-15s %5zu %11s %10s  %s\n", i, g.kind.c_str(), precision.c_str(), g.steps.size(),
+                humanBytes(c.bytes).c_str(), flops.c_str(), nodes.c_str());
   }
   std::printf("\n%zu values cross groups (written to memory by one, read back by another):\n", report.cuts.size());
   if (report.cuts.empty()) return;
@@ -86,9 +107,10 @@ void printText(const std::string& path, const CommonOptions& o, const CompileRep
 }
 
 // Schema (docs/ARCHITECTURE.md "nnc explain"): {model, target, opt_level, nodes, bytes_moved,
-// groups: [{index, kind, nodes: [{name, op}], sources: [source node], steps: [{index, name, bytes, flops}]}],
-// cuts: [{value, bytes, from_group, to_group, consumer, reason}], source_nodes (count), folded, elided,
-// unaccounted: [source node]}.
+// groups: [{index, kind, precision, bf16_error, nodes: [{name, op}], sources: [source node],
+// steps: [{index, name, bytes, flops}]}], cuts: [{value, bytes, from_group, to_group, consumer, reason}],
+// source_nodes (count), folded, elided, unaccounted: [source node], calibrated_error}. bf16_error and
+// calibrated_error are null unless --precision=auto measured them.
 void printJson(const std::string& path, const CommonOptions& o, const CompileReport& report, size_t numNodes) {
   std::ostringstream j;
   j << "{\"model\": " << jsonString(path) << ", \"target\": " << jsonString(o.compile.target)
@@ -96,7 +118,9 @@ void printJson(const std::string& path, const CommonOptions& o, const CompileRep
     << ", \"bytes_moved\": " << report.bytesMoved << ",\n \"groups\": [";
   for (size_t i = 0; i < report.groups.size(); ++i) {
     const CompileReport::Group& g = report.groups[i];
-    j << (i ? ",\n  " : "\n  ") << "{\"index\": " << i << ", \"kind\": " << jsonString(g.kind) << ", \"nodes\": [";
+    j << (i ? ",\n  " : "\n  ") << "{\"index\": " << i << ", \"kind\": " << jsonString(g.kind)
+      << ", \"precision\": " << jsonString(g.precision) << ", \"bf16_error\": " << jsonNumber(g.bf16Error)
+      << ", \"nodes\": [";
     for (size_t k = 0; k < g.nodes.size(); ++k)
       j << (k ? ", " : "") << "{\"name\": " << jsonString(g.nodes[k]) << ", \"op\": " << jsonString(g.ops[k]) << "}";
     j << "], \"sources\": " << jsonList(g.sources) << ", \"steps\": [";
@@ -116,14 +140,16 @@ void printJson(const std::string& path, const CommonOptions& o, const CompileRep
   }
   j << "\n ],\n \"source_nodes\": " << report.sourceNodes.size() << ",\n \"folded\": " << jsonList(report.foldedNodes)
     << ",\n \"elided\": " << jsonList(report.elidedNodes) << ",\n \"unaccounted\": " << jsonList(unaccounted(report))
-    << "}\n";
+    << ",\n \"calibrated_error\": " << jsonNumber(report.calibratedError) << "}\n";
   std::cout << j.str();
 }
 
 }  // namespace
 
-int explainCommand(const CommonOptions& o) {
-  if (o.positional.size() != 1) return fail("nnc explain expects exactly one model file (see nnc --help)");
+int explainCommand(const CommonOptions& options) {
+  if (options.positional.size() != 1) return fail("nnc explain expects exactly one model file (see nnc --help)");
+  CommonOptions o = options;
+  if (Status s = loadCalibrationInputs(o); !s) return fail(s.message());
   const std::string& path = o.positional[0];
   Expected<std::unique_ptr<Graph>> graph = onnx::importModelFile(path, o.import);
   if (!graph) return fail(graph.status().message());

@@ -1,0 +1,53 @@
+// --precision=auto (CompileOptions::precision): which contraction groups compute in bf16, chosen by
+// running the model on calibration inputs so that its outputs stay within CompileOptions::accuracy
+// of its f32 compile.
+//
+// 1. The candidates are the groups --precision=bf16 would put in bf16 (the target's choice by shape).
+// 2. Each candidate's own error: the group alone (its nodes as a graph, as `nnc bisect` compiles
+//    them) in bf16 and in f32 on the f32 values of its inputs, max |bf16 - f32| / max |f32| over its
+//    outputs. A candidate whose own error is over the budget stays f32.
+// 3. The others, ordered by own error, smallest first: the whole model with all of them in bf16 is
+//    checked against the whole model in f32; while it is out of the budget, a binary search over that
+//    order finds the longest prefix that is within it (errors add up across groups: the own error is
+//    a lower bound of what a group contributes, so the model check decides).
+// Each check compiles the whole model: 2 + log2(candidates) compiles at most, and one small compile per
+// group for step 2.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "driver/plan_builder.h"
+#include "ir/graph.h"
+#include "nnc/compiler.h"
+#include "targets/target.h"
+
+namespace nnc {
+
+struct PrecisionChoice {
+  std::set<const Node*> keepF32;             // LoweringOptions::keepF32: the candidates left in f32
+  std::map<const Node*, double> groupError;  // each candidate group's own bf16 error, by its first node
+  double modelError = 0;                     // the chosen model's error against f32 on the inputs
+  int candidates = 0, bf16Groups = 0;
+};
+
+// Compiles the (already optimised) graph with these nodes' groups kept f32 and runs it on `inputs`.
+using ModelRunner = std::function<Expected<std::vector<Tensor>>(const std::set<const Node*>& keepF32,
+                                                                const std::vector<Tensor>& inputs)>;
+
+// The calibration inputs in graph input order: CompileOptions::calibrationInputs where given (dtype and
+// shape checked), generated otherwise.
+Expected<std::vector<Tensor>> calibrationInputs(const Graph& graph, const CompileOptions& options);
+
+// max over float outputs of max |got - want| / max |want| (NaN or infinity where they disagree: inf).
+double relativeError(const std::vector<Tensor>& got, const std::vector<Tensor>& want);
+
+// `lowering`: the options the model itself is lowered with (its groups are the ones chosen for).
+Expected<PrecisionChoice> choosePrecision(const Graph& graph, const std::vector<std::string>& outputNames,
+                                          const Target& target, const CompileOptions& options,
+                                          const LoweringOptions& lowering, const ModelRunner& run);
+
+}  // namespace nnc
