@@ -1,6 +1,7 @@
 #include "driver/precision_choice.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -67,12 +68,17 @@ std::string groupName(const KernelGroup& group) {
   return "group of node '" + group.nodes.front()->name() + "' (" + std::string(opName(group.nodes.front()->op())) + ")";
 }
 
+// A group that is no candidate, of at most this many loop points, gets its f32 outputs from the
+// reference evaluator, node by node: about what compiling it alone would cost (~0.1 s).
+constexpr int64_t kMaxReferenceGroupWork = int64_t{1} << 22;
+
 // Every candidate group's own bf16 error: the groups run one by one in f32 on the f32 values of their
-// inputs (values no group computes — views, aliases — by the reference evaluator), the candidates also
-// in bf16.
+// inputs, compiled alone, or (small groups that are no candidate; values no group computes: views,
+// aliases) by the reference evaluator; the candidates also in bf16.
 Expected<std::map<size_t, double>> groupErrors(const Graph& graph, const LoweredProgram& program,
                                                const std::vector<size_t>& candidates, const std::vector<Tensor>& inputs,
-                                               const CompileOptions& options) {
+                                               const CompileOptions& options, PrecisionChoice& cost) {
+  const auto started = std::chrono::steady_clock::now();
   std::map<const Value*, Tensor> values;
   for (size_t i = 0; i < inputs.size(); ++i) values[graph.inputs()[i]] = inputs[i];
   std::function<Expected<Tensor>(const Value*)> valueOf = [&](const Value* v) -> Expected<Tensor> {
@@ -101,6 +107,17 @@ Expected<std::map<size_t, double>> groupErrors(const Graph& graph, const Lowered
     if (group.outputs.empty()) continue;
     // Groups before the last candidate only: later values feed no candidate.
     if (g > candidates.back()) break;
+    if (!isCandidate.count(g)) {
+      int64_t work = 0;
+      for (const Node* n : group.nodes) {
+        Expected<int64_t> points = loopPoints(*n);
+        work += points ? *points : kMaxReferenceGroupWork + 1;
+      }
+      if (work <= kMaxReferenceGroupWork) {
+        for (const Value* v : group.outputs) NNC_RETURN_IF_ERROR(valueOf(v).status());
+        continue;
+      }
+    }
     std::vector<const Value*> originals;
     std::unique_ptr<Graph> sub = extractSubgraph({group.nodes.begin(), group.nodes.end()},
                                                  {group.outputs.begin(), group.outputs.end()}, &originals);
@@ -111,6 +128,7 @@ Expected<std::map<size_t, double>> groupErrors(const Graph& graph, const Lowered
     }
     auto runAs = [&](const CompileOptions& o) -> Expected<std::vector<Tensor>> {
       std::unique_ptr<Graph> copy = sub->clone();  // (compiling rewrites the graph)
+      ++cost.groupCompiles;
       NNC_ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, compileJit(*copy, o));
       return model->run(subInputs);
     };
@@ -122,6 +140,7 @@ Expected<std::map<size_t, double>> groupErrors(const Graph& graph, const Lowered
     if (!got) return Status::error("calibration: " + groupName(group) + " in bf16: " + got.status().message());
     errors[g] = relativeError(*got, *want);
   }
+  cost.groupSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return errors;
 }
 
@@ -182,10 +201,30 @@ Expected<PrecisionChoice> choosePrecision(const Graph& graph, const std::vector<
   if (candidates.empty()) return choice;
   const std::set<const Node*> allNodes = nodesOf(all, candidates);
   NNC_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, calibrationInputs(graph, options));
-  Expected<std::vector<Tensor>> f32 = run(allNodes, inputs);
+  // The whole model compiled and run with `keep` in f32, timed.
+  auto runModel = [&](const std::set<const Node*>& keep) {
+    const auto started = std::chrono::steady_clock::now();
+    Expected<std::vector<Tensor>> out = run(keep, inputs);
+    ++choice.modelCompiles;
+    choice.modelSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return out;
+  };
+  Expected<std::vector<Tensor>> f32 = runModel(allNodes);
   if (!f32) return Status::error("calibration: the model in f32: " + f32.status().message());
 
-  NNC_ASSIGN_OR_RETURN(auto errors, groupErrors(graph, all, candidates, inputs, options));
+  // The model's error with every candidate in bf16. Within the budget (the common case), that is the
+  // choice, and the groups' own errors are measured only where asked for.
+  std::set<const Node*> none;
+  Expected<std::vector<Tensor>> allBf16 = runModel(none);
+  if (!allBf16) return Status::error("calibration: the model in bf16: " + allBf16.status().message());
+  const double allError = relativeError(*allBf16, *f32);
+  if (allError <= options.accuracy && !options.measureGroupErrors) {
+    choice.bf16Groups = choice.candidates;
+    choice.modelError = allError;
+    return choice;
+  }
+
+  NNC_ASSIGN_OR_RETURN(auto errors, groupErrors(graph, all, candidates, inputs, options, choice));
   std::vector<size_t> order;  // candidates within the budget on their own, smallest error first
   for (size_t g : candidates) {
     choice.groupError[all.groups[g].nodes.front()] = errors.count(g) ? errors.at(g) : INFINITY;
@@ -198,7 +237,7 @@ Expected<PrecisionChoice> choosePrecision(const Graph& graph, const std::vector<
     std::set<const Node*> keep = allNodes;
     for (size_t i = 0; i < count; ++i)
       for (const Node* n : all.groups[order[i]].nodes) keep.erase(n);
-    Expected<std::vector<Tensor>> got = run(keep, inputs);
+    Expected<std::vector<Tensor>> got = runModel(keep);
     if (!got)
       return Status::error("calibration: the model with " + std::to_string(count) +
                            " groups in bf16: " + got.status().message());
@@ -207,7 +246,10 @@ Expected<PrecisionChoice> choosePrecision(const Graph& graph, const std::vector<
   size_t good = 0;  // in bf16: none, the f32 model itself, is within any budget
   double goodError = 0;
   if (!order.empty()) {
-    NNC_ASSIGN_OR_RETURN(double e, modelError(order.size()));
+    double e = allError;
+    if (order.size() < candidates.size()) {
+      NNC_ASSIGN_OR_RETURN(e, modelError(order.size()));
+    }
     if (e <= options.accuracy) {
       good = order.size();
       goodError = e;

@@ -32,6 +32,9 @@ struct PrecisionChoice {
   std::map<const Node*, double> groupError;  // each candidate group's own bf16 error, by its first node
   double modelError = 0;                     // the chosen model's error against f32 on the inputs
   int candidates = 0, bf16Groups = 0;
+  // What calibration cost: compiles of single groups and of the whole model, and their seconds.
+  int groupCompiles = 0, modelCompiles = 0;
+  double groupSeconds = 0, modelSeconds = 0;
 };
 
 // Compiles the (already optimised) graph with these nodes' groups kept f32 and runs it on `inputs`.

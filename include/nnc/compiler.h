@@ -44,6 +44,9 @@ struct CompileOptions {
   // any table and an attend-all mask). Real inputs calibrate better: generated ones may not exercise
   // the ranges a deployment sees.
   std::map<std::string, Tensor> calibrationInputs;
+  // Precision::Auto: measure each candidate group's own bf16 error even where the whole model in bf16
+  // is within the budget, which then needs no more (nnc explain sets it: it shows them).
+  bool measureGroupErrors = false;
   std::vector<std::string> disabledPasses;
   bool printAfterAll = false;  // print the graph after every pass that changed it
   bool timePasses = false;
@@ -125,6 +128,7 @@ struct CompileReport {
   // --precision=auto: the compiled model's error against its f32 compile on the calibration inputs
   // (max over float outputs of max |got - f32| / max |f32|); -1 otherwise.
   double calibratedError = -1;
+  std::string calibration;  // --precision=auto: what it chose and what calibrating cost, one line
 };
 
 // An in-process compiled model; runs on host buffers.

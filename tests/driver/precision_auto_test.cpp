@@ -146,7 +146,13 @@ TEST(PrecisionAuto, CalibratesOnWhatItIsGivenAndLeavesAllF32UnderATightBudget) {
   std::unique_ptr<Graph> copy = t.graph.clone();
   Expected<std::unique_ptr<CompiledModel>> generated = compileJit(*copy, options);
   ASSERT_TRUE(generated.isOk()) << generated.status().message();
-  for (bool relu : {true, false}) EXPECT_EQ(matmulGroup((*generated)->report(), relu)->precision, "bf16");
+  for (bool relu : {true, false}) {
+    EXPECT_EQ(matmulGroup((*generated)->report(), relu)->precision, "bf16");
+    // The whole model in bf16 was within the budget: nothing more was measured.
+    EXPECT_EQ(matmulGroup((*generated)->report(), relu)->bf16Error, -1);
+  }
+  EXPECT_NE((*generated)->report().calibration.find("2 model compiles"), std::string::npos)
+      << (*generated)->report().calibration;
 
   options.accuracy = 1e-7;
   copy = t.graph.clone();
@@ -201,13 +207,16 @@ TEST(PrecisionAuto, ErrorsThatAddUpAlongAChainAreCaughtByTheModelCheck) {
   {
     // The budget: above every group's own error, below the chain's in bf16.
     options.accuracy = 1;  // (all bf16: just to read the own errors)
+    options.measureGroupErrors = true;
     copy = g.clone();
     Expected<std::unique_ptr<CompiledModel>> probe = compileJit(*copy, options);
     ASSERT_TRUE(probe.isOk()) << probe.status().message();
     for (const CompileReport::Group& group : (*probe)->report().groups)
       largestOwn = std::max(largestOwn, group.bf16Error);
   }
+  ASSERT_GT(largestOwn, 0);
   ASSERT_GT(plainError, 1.5 * largestOwn) << "the chain does not add up errors: the case tests nothing";
+  options.measureGroupErrors = false;
   options.accuracy = std::sqrt(plainError * largestOwn);  // between the two
   copy = g.clone();
   Expected<std::unique_ptr<CompiledModel>> chosen = compileJit(*copy, options);

@@ -4,10 +4,16 @@
 #include <filesystem>
 #include <map>
 
+#include "runtime/cpu_features.h"
 #include "tests/tools/nnc_cli_util.h"
 
 namespace nnc::testing {
 namespace {
+
+bool hostHasBf16Unit() {
+  return (rt::hostHasCpuFeature("amx-tile") && rt::hostHasCpuFeature("amx-bf16")) ||
+         (rt::hostHasCpuFeature("avx512f") && rt::hostHasCpuFeature("avx512bf16"));
+}
 
 class ExplainCommand : public ::testing::Test {
  protected:
@@ -87,6 +93,48 @@ TEST_F(ExplainCommand, JsonFollowsTheDocumentedSchema) {
   EXPECT_EQ((*e)["groups"].array.size(), 3u);
   ASSERT_EQ((*e)["cuts"].array.size(), 2u);
   for (const Json& c : (*e)["cuts"].array) EXPECT_EQ(c["reason"].string, "fusion is off (-O0: one kernel per node)");
+}
+
+// Each group's precision: f32 by default (no error measured: null); with --precision=auto (on a CPU
+// with a bf16 unit) the GEMM's, its own measured bf16 error and the model's, in text and JSON.
+TEST_F(ExplainCommand, ShowsEachGroupsPrecisionAndAutosMeasuredErrors) {
+  OnnxModel m;
+  m.input("x", {64, 256});
+  std::vector<float> w(256 * 64);
+  // Small weights: logits of a few tenths, whose bf16 error Softmax does not blow up.
+  for (size_t i = 0; i < w.size(); ++i) w[i] = (static_cast<float>((i * 7919) % 201) / 100.0f - 1.0f) / 20;
+  m.floats("w", {256, 64}, w);
+  m.node("MatMul", {"x", "w"}, {"mm"}, "proj");
+  m.node("Softmax", {"mm"}, {"y"}, "probs");
+  m.output("y");
+  writeFile(dir / "m.onnx", m.bytes());
+  RunResult plain = nnc({"explain", "m.onnx", "--json"});
+  ASSERT_EQ(plain.exitCode, 0) << plain;
+  std::unique_ptr<Json> p = parseJson(plain);
+  ASSERT_TRUE(p);
+  for (const Json& g : (*p)["groups"].array) {
+    EXPECT_EQ(g["precision"].string, "f32");
+    EXPECT_EQ(g["bf16_error"].kind, Json::Null);
+  }
+  EXPECT_EQ((*p)["calibrated_error"].kind, Json::Null);
+  if (!hostHasBf16Unit()) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  RunResult r = nnc({"explain", "m.onnx", "--json", "--precision=auto", "--accuracy=1e-2"});
+  ASSERT_EQ(r.exitCode, 0) << r;
+  std::unique_ptr<Json> j = parseJson(r);
+  ASSERT_TRUE(j);
+  const Json& gemm = (*j)["groups"].array[0];
+  EXPECT_EQ(gemm["nodes"].array[0]["op"].string, "MatMul");
+  EXPECT_EQ(gemm["precision"].string, "bf16");
+  ASSERT_EQ(gemm["bf16_error"].kind, Json::Number);
+  EXPECT_GT(gemm["bf16_error"].number, 1e-5);  // (really rounded)
+  EXPECT_LT(gemm["bf16_error"].number, 1e-2);
+  EXPECT_EQ((*j)["groups"].array[1]["precision"].string, "f32");
+  ASSERT_EQ((*j)["calibrated_error"].kind, Json::Number);
+  EXPECT_LT((*j)["calibrated_error"].number, 1e-2);
+  RunResult text = nnc({"explain", "m.onnx", "--precision=auto"});
+  ASSERT_EQ(text.exitCode, 0) << text;
+  EXPECT_TRUE(contains(text.out, "--precision=auto: 1 of 1 groups that could run in bf16 do")) << text.out;
+  EXPECT_TRUE(contains(text.out, "bf16 (err ")) << text.out;
 }
 
 // A LayerNorm written out (as exporters before opset 17 do), a shape computation and an Identity: the

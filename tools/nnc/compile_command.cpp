@@ -87,17 +87,8 @@ int compileCommand(const CommonOptions& given) {
   }
   if (o.verbose && !o.output.empty())
     std::fprintf(stderr, "nnc: runtime archives from %s\n", runtimeDirectory(options.runtimeDir).c_str());
-  if (o.verbose && report.calibratedError >= 0) {
-    int bf16 = 0, measured = 0;
-    for (const CompileReport::Group& g : report.groups) {
-      bf16 += g.precision == "bf16";
-      measured += g.bf16Error >= 0;
-    }
-    std::fprintf(stderr,
-                 "nnc: --precision=auto: %d of %d groups that could run in bf16 do; the model's error against f32 on "
-                 "the calibration inputs %.3g (budget %g); nnc explain lists each group's\n",
-                 bf16, measured, report.calibratedError, o.compile.accuracy);
-  }
+  if (o.verbose && !report.calibration.empty())
+    std::fprintf(stderr, "nnc: --precision=auto: %s (nnc explain lists each group's)\n", report.calibration.c_str());
   if (o.verbose)
     std::fprintf(stderr, "nnc: %d kernels, %d library calls, %d host steps, arena %llu bytes, weights %llu bytes\n",
                  report.numKernels, report.numLibraryCalls, report.numBuiltins,

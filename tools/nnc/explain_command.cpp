@@ -76,12 +76,10 @@ void printText(const std::string& path, const CommonOptions& o, const CompileRep
       "source nodes: %zu (%zu folded at compile time, %zu elided, %zu unaccounted); --json lists each "
       "group's\n\n",
       report.sourceNodes.size(), report.foldedNodes.size(), report.elidedNodes.size(), unaccounted(report).size());
-  if (report.calibratedError >= 0)
-    std::printf("--precision=auto: the model's error against f32 on the calibration inputs %.3g (budget %g)\n\n",
-                report.calibratedError, o.compile.accuracy);
-  // The precision column: what each group's contractions compute in, and --precision=auto's measured
-  // error of a group that could run in bf16.
-  std::printf("group  %-40s %-15s %5s %11s %10s  nodes\n", "kind", "precision", "steps", "bytes", "MFLOP");
+  if (!report.calibration.empty()) std::printf("--precision=auto: %s\n\n", report.calibration.c_str());
+  // The precision column: what each group's contractions compute in, and (err) --precision=auto's
+  // measurement of the group's own error in bf16, where it could run in bf16.
+  std::printf("group  %-40s %-18s %5s %11s %10s  nodes\n", "kind", "precision", "steps", "bytes", "MFLOP");
   for (size_t i = 0; i < report.groups.size(); ++i) {
     const CompileReport::Group& g = report.groups[i];
     const GroupCost c = costOf(report, g);
@@ -92,10 +90,10 @@ void printText(const std::string& path, const CommonOptions& o, const CompileRep
     std::string precision = g.precision;
     if (g.bf16Error >= 0) {
       char buf[32];
-      std::snprintf(buf, sizeof buf, " (bf16 %.1e)", g.bf16Error);
+      std::snprintf(buf, sizeof buf, " (err %.1e)", g.bf16Error);
       precision += buf;
     }
-    std::printf("%5zu  %-40s %-15s %5zu %11s %10s  %s\n", i, g.kind.c_str(), precision.c_str(), g.steps.size(),
+    std::printf("%5zu  %-40s %-18s %5zu %11s %10s  %s\n", i, g.kind.c_str(), precision.c_str(), g.steps.size(),
                 humanBytes(c.bytes).c_str(), flops.c_str(), nodes.c_str());
   }
   std::printf("\n%zu values cross groups (written to memory by one, read back by another):\n", report.cuts.size());
@@ -150,6 +148,7 @@ int explainCommand(const CommonOptions& options) {
   if (options.positional.size() != 1) return fail("nnc explain expects exactly one model file (see nnc --help)");
   CommonOptions o = options;
   if (Status s = loadCalibrationInputs(o); !s) return fail(s.message());
+  o.compile.measureGroupErrors = true;  // (shown per group)
   const std::string& path = o.positional[0];
   Expected<std::unique_ptr<Graph>> graph = onnx::importModelFile(path, o.import);
   if (!graph) return fail(graph.status().message());
