@@ -336,9 +336,24 @@ Status runCommand(const std::vector<std::string>& argv, const std::string& what)
   return Status::ok();
 }
 
-std::string hostCompiler() {
-  if (const char* cxx = std::getenv("NNC_CXX")) return cxx;
-  return NNC_HOST_CXX;
+// The C++ compiler driver that assembles the data object and links model.so (it knows the system's
+// crt files, libstdc++ and libgcc): $NNC_CXX, else the one nnc was built with, else c++, g++ or
+// clang++ on PATH — an installed wheel may run on a machine whose compiler lives elsewhere.
+Expected<std::string> hostCompiler() {
+  if (const char* cxx = std::getenv("NNC_CXX"); cxx && *cxx) return std::string(cxx);
+  if (access(NNC_HOST_CXX, X_OK) == 0) return std::string(NNC_HOST_CXX);
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::vector<std::string> searched;
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty()) searched.push_back(dir);
+  for (const char* name : {"c++", "g++", "clang++"})
+    for (const std::string& dir : searched)
+      if (access((dir + "/" + name).c_str(), X_OK) == 0) return dir + "/" + name;
+  return Status::error(std::string("linking a model.so needs a C++ compiler driver: the one nnc was built with (") +
+                       NNC_HOST_CXX +
+                       ") is not on this machine, nor c++, g++ or clang++ on PATH; install one (Debian: apt-get "
+                       "install g++) or set NNC_CXX");
 }
 
 }  // namespace
@@ -393,7 +408,7 @@ Status compileToSharedLibrary(Graph& graph, const CompileOptions& options, const
   asmText << "  .section .note.GNU-stack,\"\",@progbits\n";
   const std::string asmText_ = asmText.str();
   NNC_RETURN_IF_ERROR(writeFile(dir + "/data.S", asmText_.data(), asmText_.size()));
-  const std::string cxx = hostCompiler();
+  NNC_ASSIGN_OR_RETURN(const std::string cxx, hostCompiler());
   NNC_RETURN_IF_ERROR(runCommand({cxx, "-c", dir + "/data.S", "-o", dir + "/data.o"}, "assembler"));
   const std::string tmpOut = outputPath + ".tmp" + std::to_string(getpid());
   // Fail with a message that names the user's path (not a linker transcript) when it cannot be
