@@ -23,6 +23,12 @@ if [ ! -x "$ROOT/usr/bin/python3" ]; then
 fi
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 rm -rf "$ROOT/check" && mkdir -p "$ROOT/check"
+# A host whose HTTPS goes through an intercepting proxy trusts that proxy's CA (PIP_CERT): so must
+# pip in the root. The network's plumbing, not what is checked.
+pip_env=""
+if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then
+  cp "$PIP_CERT" "$ROOT/check/host-ca.crt" && pip_env="PIP_CERT=/check/host-ca.crt"
+fi
 cp "$WHEEL" "$ROOT/check/" && cp "$CASE/model.onnx" "$ROOT/check/"
 python3 - "$CASE" "$ROOT/check" <<'PY'
 import sys, numpy as np, onnx
@@ -40,7 +46,7 @@ in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/check /bin/s
 echo "wheel_fresh_root: $(in_root '. /etc/os-release; echo $PRETTY_NAME'); no compiler:" \
   "$(in_root 'command -v c++ g++ clang++ cc || echo none')"
 in_root "dpkg -l | grep -cE '^ii +(llvm|libllvm|libprotobuf|g\+\+)' || true" | sed 's/^/wheel_fresh_root: LLVM, protobuf or g++ packages: /'
-in_root "rm -rf /v && python3 -m venv /v && /v/bin/pip install -q --disable-pip-version-check /check/$(basename "$WHEEL")"
+in_root "rm -rf /v && python3 -m venv /v && $pip_env /v/bin/pip install -q --disable-pip-version-check /check/$(basename "$WHEEL")"
 in_root "/v/bin/nnc --version"
 in_root "ldd /v/lib/python3*/site-packages/nnc/bin/nnc" | sed 's/^/wheel_fresh_root: ldd: /'
 
