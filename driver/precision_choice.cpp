@@ -46,6 +46,17 @@ std::vector<size_t> bf16Groups(const LoweredProgram& program) {
   return {groups.begin(), groups.end()};
 }
 
+// Each group's contraction FLOPs.
+std::map<size_t, double> groupFlops(const LoweredProgram& program) {
+  std::map<std::string, double> byKernel;
+  for (const kir::Kernel& k : program.kernels) byKernel[k.name] = k.flops();
+  std::map<size_t, double> flops;
+  for (size_t s = 0; s < program.plan.steps.size(); ++s)
+    if (auto it = byKernel.find(program.plan.steps[s].name); it != byKernel.end())
+      flops[program.stepGroup[s]] += it->second;
+  return flops;
+}
+
 // The options a single group compiles with on its own: no passes (its nodes are final; `nnc bisect`
 // compiles groups the same way), in `precision`.
 CompileOptions groupOptions(const CompileOptions& model, Precision precision) {
@@ -225,12 +236,16 @@ Expected<PrecisionChoice> choosePrecision(const Graph& graph, const std::vector<
   }
 
   NNC_ASSIGN_OR_RETURN(auto errors, groupErrors(graph, all, candidates, inputs, options, choice));
-  std::vector<size_t> order;  // candidates within the budget on their own, smallest error first
+  // Candidates within the budget on their own, by error per FLOP, least first: the budget buys the
+  // most products (what bf16 halves) that way (bench/NOTES.md: BERT-12 at a 1e-3 budget).
+  const std::map<size_t, double> flops = groupFlops(all);
+  std::vector<size_t> order;
   for (size_t g : candidates) {
     choice.groupError[all.groups[g].nodes.front()] = errors.count(g) ? errors.at(g) : INFINITY;
     if (errors.count(g) && errors.at(g) <= options.accuracy) order.push_back(g);
   }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return errors.at(a) < errors.at(b); });
+  auto errorPerFlop = [&](size_t g) { return errors.at(g) / std::max(1.0, flops.count(g) ? flops.at(g) : 0.0); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return errorPerFlop(a) < errorPerFlop(b); });
 
   // The model's error with the first `count` of `order` in bf16.
   auto modelError = [&](size_t count) -> Expected<double> {

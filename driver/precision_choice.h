@@ -3,15 +3,18 @@
 // of its f32 compile.
 //
 // 1. The candidates are the groups --precision=bf16 would put in bf16 (the target's choice by shape).
-// 2. Each candidate's own error: the group alone (its nodes as a graph, as `nnc bisect` compiles
-//    them) in bf16 and in f32 on the f32 values of its inputs, max |bf16 - f32| / max |f32| over its
-//    outputs. A candidate whose own error is over the budget stays f32.
-// 3. The others, ordered by own error, smallest first: the whole model with all of them in bf16 is
-//    checked against the whole model in f32; while it is out of the budget, a binary search over that
-//    order finds the longest prefix that is within it (errors add up across groups: the own error is
-//    a lower bound of what a group contributes, so the model check decides).
-// Each check compiles the whole model: 2 + log2(candidates) compiles at most, and one small compile per
-// group for step 2.
+// 2. The whole model with every candidate in bf16 against the whole model in f32: within the budget
+//    (the usual case at 1e-2), that is the choice.
+// 3. Otherwise each candidate's own error: the group alone (its nodes as a graph, as `nnc bisect`
+//    compiles them) in bf16 and in f32 on the f32 values of its inputs, max |bf16 - f32| / max |f32|
+//    over its outputs. A candidate whose own error is over the budget stays f32.
+// 4. The others, ordered by own error per FLOP (least first: the most products for the budget), in a
+//    binary search for the longest prefix whose whole model is within the budget (errors add up
+//    across groups: the own error is a lower bound of what a group contributes, so the model check
+//    decides).
+// Each model check compiles the whole model: 2 + log2(candidates) at most; step 3 compiles each
+// candidate alone twice and each larger other group once (CompileOptions::measureGroupErrors asks for
+// step 3 even where step 2 suffices: nnc explain shows the errors).
 #pragma once
 
 #include <functional>
