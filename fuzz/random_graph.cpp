@@ -918,7 +918,9 @@ Status compareTensors(const Tensor& got, const Tensor& want, DType precision, co
 
 }  // namespace
 
-Status compileAndCompare(const Graph& graph, int numThreads) {
+Status compileAndCompare(const Graph& graph, int numThreads) { return compileAndCompare(graph, numThreads, {}); }
+
+Status compileAndCompare(const Graph& graph, int numThreads, const CompileOptions& base) {
   std::vector<Tensor> inputs = deterministicInputs(graph);
   Expected<std::vector<Tensor>> want = evaluateGraph(graph, inputs);
   DType precision = DType::F64;
@@ -927,7 +929,7 @@ Status compileAndCompare(const Graph& graph, int numThreads) {
   if (!want) return want.status().withContext("reference: ");
   for (int level : {0, 2}) {
     std::unique_ptr<Graph> copy = graph.clone();
-    CompileOptions opts;
+    CompileOptions opts = base;
     opts.optLevel = level;
     opts.numThreads = numThreads;
     opts.verifyEachPass = true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "nnc/compiler.h"
 #include "nnc/status.h"
 #include "nnc/tensor.h"
 
@@ -78,6 +79,9 @@ std::vector<Tensor> deterministicInputs(const Graph& graph, uint64_t salt = 0);
 // every output with evaluateGraph's. Returns an error describing the first mismatch, or a compile
 // or run failure (which is also a bug: the graph is valid). `log` gets the graph text on failure.
 Status compileAndCompare(const Graph& graph, int numThreads = 1);
+// The same with other compile options (their optimisation level and thread count replaced): e.g.
+// --precision=auto under a budget no bf16 group meets, which must compile exactly what f32 does.
+Status compileAndCompare(const Graph& graph, int numThreads, const CompileOptions& base);
 
 // |a - b| within tolerance for `t` (floats), exact for integers and bool; NaN equals NaN.
 bool closeEnough(DType t, double a, double b);

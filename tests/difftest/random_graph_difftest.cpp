@@ -4,8 +4,10 @@
 // the main test tries (default 300).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 #include "driver/compiler.h"
@@ -14,6 +16,7 @@
 #include "ir/printer.h"
 #include "ir/reference.h"
 #include "ir/verifier.h"
+#include "runtime/cpu_features.h"
 
 namespace nnc::fuzz {
 namespace {
@@ -52,6 +55,43 @@ TEST(DiffTest, RandomGraphsMatchReferenceAtO0AndO2) {
   std::printf("difftest: %llu graphs (%lld nodes) from seed %llu, %d mismatched\n",
               static_cast<unsigned long long>(count), static_cast<long long>(nodes),
               static_cast<unsigned long long>(first), failures);
+}
+
+// --precision=auto with a budget no bf16 product meets (1e-7 of the outputs) must give f32's results:
+// calibration (every group run alone, the model checks) on random graphs, against the reference.
+// Random graphs are too small for a bf16 product, so each gets one that depends on them: a [32, 64] x
+// [64, 64] MatMul of an input plus the mean of the graph's first f32 output, itself an output.
+TEST(DiffTest, RandomGraphsUnderAutoPrecisionWithATightBudgetMatchReference) {
+  const bool bf16Unit = (rt::hostHasCpuFeature("amx-tile") && rt::hostHasCpuFeature("amx-bf16")) ||
+                        (rt::hostHasCpuFeature("avx512f") && rt::hostHasCpuFeature("avx512bf16"));
+  if (!bf16Unit) GTEST_SKIP() << "this CPU has neither AMX-BF16 nor AVX512-BF16";
+  const uint64_t count = envOr("NNC_DIFFTEST_AUTO_GRAPHS", 20);
+  CompileOptions options;
+  options.precision = Precision::Auto;
+  options.accuracy = 1e-7;
+  int withProduct = 0;
+  for (uint64_t seed = 1; seed <= count; ++seed) {
+    SeededChoices choices(seed);
+    Graph graph;
+    if (!buildValidGraph(choices, graph)) continue;
+    auto first = std::find_if(graph.outputs().begin(), graph.outputs().end(),
+                              [](const Value* v) { return v->dtype() == DType::F32 && v->shape().numel() > 0; });
+    if (first == graph.outputs().end()) continue;
+    GraphBuilder b(graph);
+    Attributes keep;
+    keep.set("keepdims", int64_t{0});
+    Value* mean = b.op(OpKind::ReduceMean, {*first}, keep);
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    Tensor w(DType::F32, Shape({64, 64}));
+    std::uniform_real_distribution<double> unit(-1, 1);
+    for (int64_t i = 0; i < w.numel(); ++i) w.setDouble(i, unit(rng));
+    b.output(b.matmul(b.add(b.input("auto_x", DType::F32, Shape({32, 64})), mean), b.constant(w, "auto_w")));
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    ++withProduct;
+    Status s = compileAndCompare(graph, 1, options);
+    EXPECT_TRUE(s.isOk()) << "seed " << seed << ": " << s.message() << "\n" << printGraph(graph);
+  }
+  EXPECT_GT(withProduct, static_cast<int>(count / 2));
 }
 
 // Seeds that once failed (the cause beside each); they must keep passing. A seed names a graph only
