@@ -118,14 +118,14 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
   }
 }
 
-// Everything compileJit and compileToSharedLibrary share: the passes, lowering, and the target's code
-// generation. `foldSubgraphs`: whether the pipeline may compile constant cones to fold them (not when
-// compiling one of those cones).
 Expected<Program> buildProgram(const Graph& graph, const std::vector<std::string>& outputNames, const Target& target,
                                const CompileOptions& options, const LoweringOptions& lowering, bool generateCode);
-
+// Runs a program (its code generated) once, in-process: --precision=auto's calibration.
 Expected<std::vector<Tensor>> runProgram(Program& program, const Target& target, const std::vector<Tensor>& inputs);
 
+// Everything compileJit and compileToSharedLibrary share: the passes, (--precision=auto: calibration,)
+// lowering, and the target's code generation. `foldSubgraphs`: whether the pipeline may compile
+// constant cones to fold them (not when compiling one of those cones).
 Expected<Program> compileProgram(Graph& graph, const Target& target, const CompileOptions& options,
                                  bool generateCode = true, bool foldSubgraphs = true) {
   std::vector<std::string> outputNames;
