@@ -57,24 +57,6 @@ std::map<size_t, double> groupFlops(const LoweredProgram& program) {
   return flops;
 }
 
-// The options a single group compiles with on its own: no passes (its nodes are final; `nnc bisect`
-// compiles groups the same way), in `precision`.
-CompileOptions groupOptions(const CompileOptions& model, Precision precision) {
-  CompileOptions o;
-  o.optLevel = model.optLevel;
-  o.target = model.target;
-  o.precision = precision;
-  o.cpuFeatures = model.cpuFeatures;
-  o.vectorBits = model.vectorBits;
-  o.numThreads = model.numThreads;
-  o.runtimeDir = model.runtimeDir;
-  o.verifyEachPass = model.verifyEachPass;
-  o.rowPipelineMinBytes = model.rowPipelineMinBytes;
-  for (const PassListing& p : allPasses())
-    if (p.info.name != "materialize-outputs") o.disabledPasses.push_back(p.info.name);
-  return o;
-}
-
 std::string groupName(const KernelGroup& group) {
   return "group of node '" + group.nodes.front()->name() + "' (" + std::string(opName(group.nodes.front()->op())) + ")";
 }
@@ -111,7 +93,8 @@ Expected<std::map<size_t, double>> groupErrors(const Graph& graph, const Lowered
     return values.at(v);
   };
   const std::set<size_t> isCandidate(candidates.begin(), candidates.end());
-  const CompileOptions f32 = groupOptions(options, Precision::F32), bf16 = groupOptions(options, Precision::BF16);
+  const CompileOptions f32 = groupCompileOptions(options, Precision::F32),
+                       bf16 = groupCompileOptions(options, Precision::BF16);
   std::map<size_t, double> errors;
   for (size_t g = 0; g < program.groups.size(); ++g) {
     const KernelGroup& group = program.groups[g];
@@ -162,6 +145,19 @@ std::set<const Node*> nodesOf(const LoweredProgram& program, const std::vector<s
 }
 
 }  // namespace
+
+CompileOptions groupCompileOptions(const CompileOptions& model, Precision precision) {
+  CompileOptions o = model;
+  o.precision = precision;
+  o.calibrationInputs.clear();
+  o.measureGroupErrors = false;
+  o.printAfterAll = false;
+  o.timePasses = false;
+  o.disabledPasses.clear();
+  for (const PassListing& p : allPasses())
+    if (p.info.name != "materialize-outputs") o.disabledPasses.push_back(p.info.name);
+  return o;
+}
 
 double relativeError(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   if (got.size() != want.size()) return INFINITY;

@@ -44,6 +44,11 @@ struct PrecisionChoice {
 using ModelRunner = std::function<Expected<std::vector<Tensor>>(const std::set<const Node*>& keepF32,
                                                                 const std::vector<Tensor>& inputs)>;
 
+// How one kernel group compiles as a graph of its own (`nnc bisect`, calibration): the model's options
+// with every pass off but materialize-outputs (the group's nodes are final), in `precision`, printing
+// nothing.
+CompileOptions groupCompileOptions(const CompileOptions& model, Precision precision);
+
 // The calibration inputs in graph input order: CompileOptions::calibrationInputs where given (dtype and
 // shape checked), generated otherwise.
 Expected<std::vector<Tensor>> calibrationInputs(const Graph& graph, const CompileOptions& options);

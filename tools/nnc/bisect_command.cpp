@@ -12,6 +12,7 @@
 #include <map>
 
 #include "driver/plan_builder.h"
+#include "driver/precision_choice.h"
 #include "ir/reference.h"
 #include "ir/subgraph.h"
 #include "passes/pipeline.h"
@@ -142,12 +143,10 @@ int bisectCommand(const CommonOptions& options) {
   }
 
   // Each group compiled alone, without passes (materialize-outputs aside: the nodes are final).
-  CompileOptions groupOptions = compile;
   // --precision=auto: each group's error in bf16 (what auto's calibration measures, against the
   // reference evaluator here).
-  if (groupOptions.precision == Precision::Auto) groupOptions.precision = Precision::BF16;
-  for (const PassListing& p : allPasses())
-    if (p.info.name != "materialize-outputs") groupOptions.disabledPasses.push_back(p.info.name);
+  const CompileOptions groupOptions =
+      groupCompileOptions(compile, compile.precision == Precision::Auto ? Precision::BF16 : compile.precision);
   const std::vector<KernelGroup>& groups = program->groups;
   std::printf(
       "%s: %zu kernel groups at -O%d (target %s), each run on the reference evaluator's inputs and "
