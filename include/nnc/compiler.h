@@ -37,7 +37,8 @@ struct CompileOptions {
   bool allowTf32 = false;
   Precision precision = Precision::F32;
   // Precision::Auto: the largest error the model's outputs may have against its f32 compile on the
-  // calibration inputs, relative to each output's largest magnitude (max |bf16 - f32| / max |f32|).
+  // calibration inputs, relative to each output's largest magnitude (max |bf16 - f32| / max |f32|);
+  // integer and bool outputs (an ArgMax's) must match exactly.
   double accuracy = 1e-2;
   // Precision::Auto: the inputs calibration runs the model on, by input name; inputs not given are
   // generated (floats from a normal distribution, seeded; integers and bools 1, a valid index into
