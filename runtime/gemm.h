@@ -7,6 +7,8 @@
 // elements to every row (ONNX's MatMul + Add of a [n] bias), Relu clamps at 0 after it. The compiler
 // emits None and Bias only: cuBLASLt's Relu turns NaN into 0, where ONNX's Relu keeps NaN.
 // Step arguments: A, B, C, and with a bias epilogue the bias vector last.
+// Mixed precision (--precision=bf16|fp16 on cuda): A and B may be bf16 or f16 while C and the bias
+// are f32; the products accumulate in f32 (cuBLASLt's CUBLAS_COMPUTE_32F).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,10 @@ inline constexpr const char* kGemmStepName = "gemm";
 enum class GemmEpilogue : int64_t { None = 0, Relu = 1, Bias = 2, BiasRelu = 3 };
 
 struct GemmParams {
-  int32_t dtype = 1;  // nnc_dtype of A, B, C and the bias: NNC_DTYPE_F32 or NNC_DTYPE_F64
+  int32_t dtype = 1;  // nnc_dtype of C and the bias (and of A and B unless operandDtype says): F32 or F64
+  // nnc_dtype of A and B where it differs from dtype: NNC_DTYPE_BF16 or NNC_DTYPE_F16 with an f32 dtype
+  // (encoding 2; encoding-1 plans have none). 0: A and B are of dtype.
+  int32_t operandDtype = 0;
   int64_t batch = 1, m = 1, n = 1, k = 1;
   bool transA = false, transB = false;
   int64_t strideA = 0, strideB = 0, strideC = 0;  // elements
@@ -29,6 +34,8 @@ struct GemmParams {
   // Off by default: fp32 is exact fp32, as ONNX specifies.
   bool allowTf32 = false;
 
+  int32_t operandType() const { return operandDtype ? operandDtype : dtype; }
+  bool mixed() const { return operandType() != dtype; }
   bool hasBias() const { return epilogue == GemmEpilogue::Bias || epilogue == GemmEpilogue::BiasRelu; }
   bool hasRelu() const { return epilogue == GemmEpilogue::Relu || epilogue == GemmEpilogue::BiasRelu; }
   int numArgs() const { return hasBias() ? 4 : 3; }
@@ -43,7 +50,8 @@ std::vector<int64_t> encodeGemm(const GemmParams& p);
 bool decodeGemm(const std::vector<int64_t>& params, GemmParams* p, std::string* error);
 bool validateGemm(const GemmParams& p, const std::vector<uint64_t>& argBytes, std::string* error);
 
-// "gemm f32 batch=2 m=64 n=128 k=256 transB stride=(0, 32768, 8192) bias+relu" (for printPlan).
+// "gemm f32 batch=2 m=64 n=128 k=256 transB stride=(0, 32768, 8192) bias+relu"; a mixed one reads
+// "gemm bf16->f32 m=...". For printPlan.
 std::string describeGemm(const GemmParams& p);
 
 }  // namespace nnc::rt

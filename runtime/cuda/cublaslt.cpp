@@ -87,6 +87,13 @@ class PreferenceGuard {
   void* pref_ = nullptr;
 };
 
+// cudaDataType of an nnc_dtype GemmParams allows.
+int32_t ltDataType(int32_t dtype) {
+  return dtype == 11 ? lt::kDataR64F : dtype == 16 ? lt::kDataR16BF : dtype == 10 ? lt::kDataR16F : lt::kDataR32F;
+}
+
+uint64_t gemmElementBytes(int32_t dtype) { return dtype == 11 ? 8 : dtype == 10 || dtype == 16 ? 2 : 4; }
+
 }  // namespace
 
 std::vector<std::string> cublasLtCandidates(const char* overridePath) {
@@ -155,7 +162,10 @@ void destroyLtHandle(const CublasLtApi& api, void* handle) {
 
 bool ltGemmShape(const GemmParams& p, LtGemmShape* shape, std::string* error) {
   if (p.dtype != 1 && p.dtype != 11) return fail(error, "cuBLASLt: dtype is not f32 or f64: " + describeGemm(p));
-  if (p.allowTf32 && p.dtype != 1) return fail(error, "cuBLASLt: TF32 applies to f32 only: " + describeGemm(p));
+  if (p.mixed() && !(p.dtype == 1 && (p.operandType() == 10 || p.operandType() == 16)))
+    return fail(error, "cuBLASLt: mixed precision is bf16 or f16 operands with f32 results: " + describeGemm(p));
+  if (p.allowTf32 && (p.dtype != 1 || p.mixed()))
+    return fail(error, "cuBLASLt: TF32 applies to f32 operands only: " + describeGemm(p));
   if (p.epilogue < GemmEpilogue::None || p.epilogue > GemmEpilogue::BiasRelu)
     return fail(error, "cuBLASLt: unknown epilogue: " + describeGemm(p));
   for (int64_t d : {p.batch, p.m, p.n, p.k})
@@ -250,13 +260,15 @@ bool GemmRunner::createDescriptor(std::string* error) {
 }
 
 bool GemmRunner::createLayouts(std::string* error) {
-  const int32_t dataType = params_.dtype == 11 ? lt::kDataR64F : lt::kDataR32F;
+  // cuBLASLt's A and B are our B and A: the operands' type; C (= D) the result's.
   const LtMatrixLayout* layouts[3] = {&shape_.a, &shape_.b, &shape_.c};
+  const int32_t dataTypes[3] = {ltDataType(params_.operandType()), ltDataType(params_.operandType()),
+                                ltDataType(params_.dtype)};
   for (int i = 0; i < 3; ++i) {
     const LtMatrixLayout& l = *layouts[i];
     void* created = nullptr;
-    if (!check(api_->cublasLtMatrixLayoutCreate(&created, dataType, l.rows, l.cols, l.ld), "cublasLtMatrixLayoutCreate",
-               error))
+    if (!check(api_->cublasLtMatrixLayoutCreate(&created, dataTypes[i], l.rows, l.cols, l.ld),
+               "cublasLtMatrixLayoutCreate", error))
       return false;
     layouts_[i] = created;
     if (shape_.batch == 1) continue;
@@ -280,11 +292,11 @@ bool GemmRunner::chooseAlgorithm(std::string* error) {
     return check(api_->cublasLtMatmulPreferenceSetAttribute(created, attr, value, bytes),
                  "cublasLtMatmulPreferenceSetAttribute", error);
   };
-  const uint64_t elementBytes = params_.dtype == 11 ? 8 : 4;
+  const uint64_t operandBytes = gemmElementBytes(params_.operandType()), resultBytes = gemmElementBytes(params_.dtype);
   const uint64_t maxWorkspace = buffers_.workspaceBytes;
-  const uint32_t alignA = operandAlignment(buffers_.b, shape_.a.batchStride, shape_.batch, elementBytes);
-  const uint32_t alignB = operandAlignment(buffers_.a, shape_.b.batchStride, shape_.batch, elementBytes);
-  const uint32_t alignC = operandAlignment(buffers_.c, shape_.c.batchStride, shape_.batch, elementBytes);
+  const uint32_t alignA = operandAlignment(buffers_.b, shape_.a.batchStride, shape_.batch, operandBytes);
+  const uint32_t alignB = operandAlignment(buffers_.a, shape_.b.batchStride, shape_.batch, operandBytes);
+  const uint32_t alignC = operandAlignment(buffers_.c, shape_.c.batchStride, shape_.batch, resultBytes);
   if (!set(lt::kPrefMaxWorkspaceBytes, &maxWorkspace, sizeof(maxWorkspace)) ||
       !set(lt::kPrefMinAlignmentABytes, &alignA, sizeof(alignA)) ||
       !set(lt::kPrefMinAlignmentBBytes, &alignB, sizeof(alignB)) ||

@@ -323,7 +323,7 @@ TEST(CublasLtShape, RejectsWhatCublasLtCannotExpress) {
   EXPECT_FALSE(ltGemmShape(gemm(1, 2, 2, 2, 1, false, false, 0, 0, 3, GemmEpilogue::None), &s, &error));
   EXPECT_NE(error.find("batches of C overlap"), std::string::npos) << error;
   EXPECT_FALSE(ltGemmShape(gemm(11, 1, 2, 2, 2, false, false, 0, 0, 0, GemmEpilogue::None, true), &s, &error));
-  EXPECT_NE(error.find("TF32 applies to f32 only"), std::string::npos) << error;
+  EXPECT_NE(error.find("TF32 applies to f32 operands only"), std::string::npos) << error;
   GemmParams f16 = gemm(1, 1, 2, 2, 2, false, false, 0, 0, 0, GemmEpilogue::None);
   f16.dtype = 10;
   EXPECT_FALSE(ltGemmShape(f16, &s, &error));
@@ -331,6 +331,15 @@ TEST(CublasLtShape, RejectsWhatCublasLtCannotExpress) {
   badEpilogue.epilogue = static_cast<GemmEpilogue>(4);
   EXPECT_FALSE(ltGemmShape(badEpilogue, &s, &error));
   EXPECT_NE(error.find("unknown epilogue"), std::string::npos) << error;
+  // Half operands go with f32 results only, and never with TF32.
+  GemmParams mixed = gemm(11, 1, 2, 2, 2, false, false, 0, 0, 0, GemmEpilogue::None);
+  mixed.operandDtype = 16;
+  EXPECT_FALSE(ltGemmShape(mixed, &s, &error));
+  EXPECT_NE(error.find("mixed precision is bf16 or f16 operands with f32 results"), std::string::npos) << error;
+  mixed = gemm(1, 1, 2, 2, 2, false, false, 0, 0, 0, GemmEpilogue::None, true);
+  mixed.operandDtype = 10;
+  EXPECT_FALSE(ltGemmShape(mixed, &s, &error));
+  EXPECT_NE(error.find("TF32 applies to f32 operands only"), std::string::npos) << error;
   // Folding would exceed 32-bit rows: stays batched.
   ASSERT_TRUE(ltGemmShape(gemm(1, 4, big / 2, 1, 1, false, false, big / 2, 0, big / 2, GemmEpilogue::None), &s, &error))
       << error;

@@ -110,6 +110,8 @@ class EmulatedCublasLt : public ::testing::Test {
       if (HasFailure()) return;
     }
   }
+  // A mixed GEMM `p` (bf16 or f16 operands, f32 C) on buffers `offset` elements off alignment.
+  void expectHalfGemmMatches(const GemmParams& p, uint32_t seed, size_t offset);
   void expectGemmMatchesAnyType(const GemmParams& p, uint32_t seed, size_t offset = 0) {
     if (p.dtype == 11)
       expectGemmMatches<double>(p, seed, offset);
@@ -196,6 +198,75 @@ void EmulatedCublasLt::expectGemmMatches(const GemmParams& p, uint32_t seed, siz
   if (exec) drv_->cuGraphExecDestroy(exec);
 }
 
+// x (an f32 of magnitude at most 1, as randomValues makes) as bf16 or f16 bits, and their value: bf16 by
+// arithmetic (the nearest multiple of the quantum for 8 significant bits, ties to even, as roundToTf32),
+// f16 through the compiler's _Float16.
+uint16_t toHalfBits(double x, int32_t half, double* rounded) {
+  uint16_t bits;
+  if (half == 16) {
+    const float f = static_cast<float>(x);
+    int exponent = 0;
+    std::frexp(f, &exponent);
+    const float r =
+        f == 0 ? f
+               : static_cast<float>(std::nearbyint(f / std::ldexp(1.0, exponent - 8)) * std::ldexp(1.0, exponent - 8));
+    uint32_t fbits;
+    std::memcpy(&fbits, &r, 4);
+    EXPECT_EQ(fbits & 0xffff, 0u) << x << " rounded to " << r << " is not a bf16";
+    bits = static_cast<uint16_t>(fbits >> 16);
+    *rounded = r;
+  } else {
+    const _Float16 h = static_cast<_Float16>(static_cast<float>(x));
+    std::memcpy(&bits, &h, 2);
+    *rounded = static_cast<double>(h);
+  }
+  return bits;
+}
+
+void EmulatedCublasLt::expectHalfGemmMatches(const GemmParams& p, uint32_t seed, size_t offset) {
+  SCOPED_TRACE(describeGemm(p) + " offset " + std::to_string(offset));
+  ASSERT_TRUE(p.mixed());
+  constexpr size_t kGuard = 16;
+  const CUdeviceptr a = alloc((spanA(p) + offset) * 2), b = alloc((spanB(p) + offset) * 2);
+  const CUdeviceptr c = alloc((spanC(p) + kGuard + offset) * 4), bias = alloc((static_cast<size_t>(p.n) + offset) * 4);
+  ASSERT_TRUE(a && b && c && bias);
+  const GemmBuffers buffers{a + offset * 2, b + offset * 2,     c + offset * 4, p.hasBias() ? bias + offset * 4 : 0,
+                            workspace_,     kGemmWorkspaceBytes};
+  std::string error;
+  std::unique_ptr<GemmRunner> runner = GemmRunner::create(*lt_, handle_, p, buffers, &error);
+  ASSERT_NE(runner, nullptr) << error;
+  std::mt19937 rng(seed);
+  const auto operand = [&](size_t count, std::vector<double>* rounded) {
+    const std::vector<double> values = randomValues(count, rng);
+    std::vector<uint16_t> bits(count);
+    rounded->resize(count);
+    for (size_t i = 0; i < count; ++i) bits[i] = toHalfBits(values[i], p.operandType(), &(*rounded)[i]);
+    return bits;
+  };
+  std::vector<double> aRef, bRef;
+  const std::vector<uint16_t> aBits = operand(spanA(p), &aRef), bBits = operand(spanB(p), &bRef);
+  const std::vector<double> biasValues = randomValues(static_cast<size_t>(p.n), rng);
+  const std::vector<float> biasF(biasValues.begin(), biasValues.end());
+  std::vector<double> want, scale;
+  referenceGemm(p, aRef, bRef, std::vector<double>(biasF.begin(), biasF.end()), &want, &scale);
+  std::vector<float> cValues(spanC(p) + kGuard, std::numeric_limits<float>::quiet_NaN());
+  upload(a + offset * 2, aBits);
+  upload(b + offset * 2, bBits);
+  upload(c + offset * 4, cValues);
+  if (p.hasBias()) upload(bias + offset * 4, biasF);
+  ASSERT_TRUE(runner->run(stream_, &error)) << error;
+  download(&cValues, c + offset * 4);
+  for (size_t i = 0; i < cValues.size(); ++i) {
+    if (i >= want.size() || std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(cValues[i])) << "element " << i << " outside C was written: " << cValues[i];
+      continue;
+    }
+    const double err = std::fabs(static_cast<double>(cValues[i]) - want[i]);
+    ASSERT_LE(err, std::ldexp(std::fabs(want[i]), -23) + 1e-13 * scale[i] + 1e-300)
+        << "element " << i << ": emulated " << cValues[i] << ", reference " << want[i];
+  }
+}
+
 // ---- GEMMs through the runner
 
 TEST_F(EmulatedCublasLt, F32OddSizes) { expectOddSizesMatch<float>(1); }
@@ -212,6 +283,27 @@ TEST_F(EmulatedCublasLt, Tf32OddSizes) {
           expectGemmMatches<float>(gemm(1, 1, m, n, k, t & 1, t & 2, 0, 0, 0, e, true), index);
           if (HasFailure()) return;
         }
+}
+
+// bf16 and f16 operands with f32 results (--precision=bf16|fp16 on cuda): the operands are rounded
+// here (toHalfBits, round to nearest even) independently of nnc's and of the emulator's bit
+// manipulation; the float64 reference sees the rounded values. Odd
+// sizes, every transpose and epilogue, batches (broadcast and folded), pointers off alignment.
+TEST_F(EmulatedCublasLt, HalfOperandsWithF32Results) {
+  uint32_t index = 0;
+  for (int32_t half : {16, 10}) {
+    std::vector<GemmParams> cases;
+    for (const OddSizeCase& c : oddSizeCases(1))
+      if (c.seed % 3 == 0) cases.push_back(c.params);
+    for (const GemmParams& p : batchedCases(1, 7, 33, 129, false, false, GemmEpilogue::Bias)) cases.push_back(p);
+    for (const GemmParams& p : batchedCases(1, 33, 7, 5, true, true, GemmEpilogue::BiasRelu)) cases.push_back(p);
+    for (GemmParams p : cases) {
+      p.operandDtype = half;
+      expectHalfGemmMatches(p, index, index % 2);
+      ++index;
+      if (HasFailure()) return;
+    }
+  }
 }
 
 // Broadcast (stride 0) A or B, both strided, both broadcast, padded strides, and the folded case.
@@ -598,7 +690,7 @@ TEST_F(EmulatedCublasLtAbi, InvalidTypesAndShapesAreRefused) {
   EXPECT_EQ(lt_->cublasLtMatmulDescCreate(&obj, lt::kCompute64F, lt::kDataR32F), kInvalidValue);
   EXPECT_EQ(lt_->cublasLtMatmulDescCreate(&obj, lt::kCompute32FFastTf32, lt::kDataR64F), kInvalidValue);
   EXPECT_EQ(lt_->cublasLtMatmulDescCreate(nullptr, lt::kCompute32F, lt::kDataR32F), kInvalidValue);
-  EXPECT_EQ(lt_->cublasLtMatrixLayoutCreate(&obj, 2 /* CUDA_R_16F */, 4, 4, 4), kInvalidValue);
+  EXPECT_EQ(lt_->cublasLtMatrixLayoutCreate(&obj, 3 /* CUDA_R_8I */, 4, 4, 4), kInvalidValue);
   EXPECT_EQ(lt_->cublasLtMatrixLayoutCreate(&obj, lt::kDataR32F, 0, 4, 4), kInvalidValue);
   EXPECT_EQ(lt_->cublasLtMatrixLayoutCreate(&obj, lt::kDataR32F, 4, 0, 4), kInvalidValue);
   EXPECT_EQ(obj, nullptr);
@@ -694,6 +786,32 @@ TEST_F(EmulatedCublasLtAbi, HeuristicRefusesInconsistentProblems) {
   EXPECT_EQ(heuristic(desc_, aBatch, bLayout_, cLayout_, cLayout_), kInvalidValue);
   EXPECT_NE(lastReason().find("BIAS_POINTER is null"), std::string::npos) << lastReason();
   for (void* l : {k6, d64, dLd, aBatch}) lt_->cublasLtMatrixLayoutDestroy(l);
+}
+
+// Half operands: both of one half type, under COMPUTE_32F, with f32 C and D; nothing else.
+TEST_F(EmulatedCublasLtAbi, HalfOperandCombinations) {
+  CublasLtHeuristicResult result{};
+  int returned = 0;
+  const auto heuristic = [&](void* desc, void* a, void* b, void* d) {
+    return lt_->cublasLtMatmulAlgoGetHeuristic(handle_, desc, a, b, d, d, pref_, 1, &result, &returned);
+  };
+  void *aBf16 = nullptr, *bBf16 = nullptr, *bF16 = nullptr, *dBf16 = nullptr, *tf32 = nullptr;
+  ASSERT_EQ(lt_->cublasLtMatrixLayoutCreate(&aBf16, lt::kDataR16BF, kM, kK, kM), 0);
+  ASSERT_EQ(lt_->cublasLtMatrixLayoutCreate(&bBf16, lt::kDataR16BF, kK, kN, kK), 0);
+  ASSERT_EQ(lt_->cublasLtMatrixLayoutCreate(&bF16, lt::kDataR16F, kK, kN, kK), 0);
+  ASSERT_EQ(lt_->cublasLtMatrixLayoutCreate(&dBf16, lt::kDataR16BF, kM, kN, kM), 0);
+  ASSERT_EQ(lt_->cublasLtMatmulDescCreate(&tf32, lt::kCompute32FFastTf32, lt::kDataR32F), 0);
+  EXPECT_EQ(heuristic(desc_, aBf16, bBf16, cLayout_), 0);
+  EXPECT_EQ(heuristic(desc_, aBf16, bLayout_, cLayout_), kInvalidValue);  // bf16 A, f32 B
+  EXPECT_NE(lastReason().find("are not an emulated combination"), std::string::npos) << lastReason();
+  EXPECT_EQ(heuristic(desc_, aBf16, bF16, cLayout_), kInvalidValue);  // bf16 A, f16 B
+  EXPECT_NE(lastReason().find("are not an emulated combination"), std::string::npos) << lastReason();
+  EXPECT_EQ(heuristic(tf32, aBf16, bBf16, cLayout_), kInvalidValue);  // TF32 compute
+  EXPECT_NE(lastReason().find("are not an emulated combination"), std::string::npos) << lastReason();
+  EXPECT_EQ(heuristic(desc_, aBf16, bBf16, dBf16), kInvalidValue);  // bf16 D
+  EXPECT_NE(lastReason().find("is not the scale type"), std::string::npos) << lastReason();
+  for (void* l : {aBf16, bBf16, bF16, dBf16}) lt_->cublasLtMatrixLayoutDestroy(l);
+  lt_->cublasLtMatmulDescDestroy(tf32);
 }
 
 // Allocations one element too small: each operand's whole extent must lie in one allocation.

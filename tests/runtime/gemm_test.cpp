@@ -51,11 +51,13 @@ TEST(Gemm, DecodeRejectsMalformedParams) {
   std::vector<int64_t> bad = v;
   bad.pop_back();
   EXPECT_FALSE(decodeGemm(bad, &p, &error));
-  EXPECT_EQ(error, "gemm: 12 params, expected 13");
+  EXPECT_EQ(error, "gemm: 13 params, expected 14");
   bad = v;
-  bad[0] = 2;
+  bad[0] = 3;
   EXPECT_FALSE(decodeGemm(bad, &p, &error));
-  EXPECT_EQ(error, "gemm: unknown parameter encoding 2");
+  EXPECT_EQ(error, "gemm: unknown parameter encoding 3");
+  EXPECT_FALSE(decodeGemm({}, &p, &error));
+  EXPECT_EQ(error, "gemm: unknown parameter encoding (none)");
   bad = v;
   bad[1] = 10;  // f16
   EXPECT_FALSE(decodeGemm(bad, &p, &error));
@@ -68,6 +70,60 @@ TEST(Gemm, DecodeRejectsMalformedParams) {
   bad[11] = 4;
   EXPECT_FALSE(decodeGemm(bad, &p, &error));
   EXPECT_EQ(error, "gemm: unknown epilogue 4");
+}
+
+// Encoding 1 (plans written before mixed precision): 13 params, A and B of the result's dtype.
+TEST(Gemm, EncodingOneStillDecodes) {
+  std::vector<int64_t> v = encodeGemm(batchedGemm());
+  v.pop_back();
+  v[0] = 1;
+  GemmParams p;
+  std::string error;
+  ASSERT_TRUE(decodeGemm(v, &p, &error)) << error;
+  EXPECT_FALSE(p.mixed());
+  EXPECT_EQ(p.operandType(), 1);
+  v.push_back(16);
+  EXPECT_FALSE(decodeGemm(v, &p, &error));
+  EXPECT_EQ(error, "gemm: 14 params, expected 13");
+}
+
+// bf16 or f16 operands with an f32 result; A and B take 2 bytes an element, C and the bias 4.
+TEST(Gemm, MixedPrecisionOperands) {
+  GemmParams p = batchedGemm();
+  p.operandDtype = 16;
+  GemmParams back;
+  std::string error;
+  ASSERT_TRUE(decodeGemm(encodeGemm(p), &back, &error)) << error;
+  EXPECT_TRUE(back.mixed());
+  EXPECT_EQ(back.operandType(), 16);
+  EXPECT_EQ(describeGemm(back), "gemm bf16->f32 batch=3 m=4 n=5 k=6 stride=(0, 30, 20) bias");
+  const std::vector<uint64_t> halfBytes = {4 * 6 * 2, 3 * 30 * 2, 3 * 20 * 4, 5 * 4};
+  EXPECT_TRUE(validateGemm(p, halfBytes, &error)) << error;
+  std::vector<uint64_t> short_ = halfBytes;
+  short_[1] -= 2;
+  EXPECT_NE(validateError(p, short_).find("operand B does not fit its 178-byte buffer"), std::string::npos);
+  short_ = halfBytes;
+  short_[2] -= 2;  // C stays f32
+  EXPECT_NE(validateError(p, short_).find("operand C does not fit"), std::string::npos);
+  p.operandDtype = 10;
+  ASSERT_TRUE(decodeGemm(encodeGemm(p), &back, &error)) << error;
+  EXPECT_EQ(describeGemm(back).substr(0, 13), "gemm f16->f32");
+
+  // Only half operands with an f32 result, and no TF32 with them.
+  std::vector<int64_t> v = encodeGemm(p);
+  v[13] = 11;  // f64 operands, f32 result
+  EXPECT_FALSE(decodeGemm(v, &back, &error));
+  EXPECT_EQ(error,
+            "gemm: operands of dtype 11 with a result of dtype 1 (mixed precision is bf16 or f16 operands, "
+            "f32 result)");
+  v = encodeGemm(p);
+  v[1] = 11;  // f16 operands, f64 result
+  EXPECT_FALSE(decodeGemm(v, &back, &error));
+  p.allowTf32 = true;
+  EXPECT_EQ(validateError(p, halfBytes), "gemm: TF32 applies to f32 operands only");
+  p.allowTf32 = false;
+  p.operandDtype = 7;  // i64
+  EXPECT_NE(validateError(p, halfBytes).find("mixed precision is bf16 or f16 operands"), std::string::npos);
 }
 
 TEST(Gemm, OperandsMustFitTheirBuffers) {
@@ -115,7 +171,7 @@ TEST(Gemm, DimensionsAndStridesAreBounded) {
   GemmParams tf32 = batchedGemm();
   tf32.dtype = 11;
   tf32.allowTf32 = true;
-  EXPECT_EQ(validateError(tf32, huge), "gemm: TF32 applies to f32 only");
+  EXPECT_EQ(validateError(tf32, huge), "gemm: TF32 applies to f32 operands only");
 }
 
 // A cuda plan with one GEMM step: A (input), B (weight), C (output), bias (weight).

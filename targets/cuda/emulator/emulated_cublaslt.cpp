@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -263,13 +265,18 @@ CublasStatus descSetAttribute(void* desc, int32_t attr, const void* buf, size_t 
 
 // ---- Matrix layout
 
-size_t elementBytes(int32_t type) { return type == lt::kDataR64F ? 8 : 4; }
+size_t elementBytes(int32_t type) {
+  return type == lt::kDataR64F ? 8 : type == lt::kDataR16F || type == lt::kDataR16BF ? 2 : 4;
+}
+
+bool isHalfType(int32_t type) { return type == lt::kDataR16F || type == lt::kDataR16BF; }
 
 CublasStatus layoutCreate(void** layout, int32_t type, uint64_t rows, uint64_t cols, int64_t ld) {
   const std::string prefix = "cublasLtMatrixLayoutCreate: ";
   if (!layout) return refuse(kInvalidValue, prefix + "matLayout is null");
-  if (type != lt::kDataR32F && type != lt::kDataR64F)
-    return refuse(kInvalidValue, prefix + "type " + std::to_string(type) + " is not emulated (R_32F and R_64F are)");
+  if (type != lt::kDataR32F && type != lt::kDataR64F && !isHalfType(type))
+    return refuse(kInvalidValue,
+                  prefix + "type " + std::to_string(type) + " is not emulated (R_32F, R_64F, R_16F and R_16BF are)");
   // Bounded so that every extent computed from a layout fits 64 bits.
   constexpr uint64_t kMaxDim = INT32_MAX;
   if (rows < 1 || cols < 1 || rows > kMaxDim || cols > kMaxDim)
@@ -408,8 +415,16 @@ CublasStatus problemOf(const char* call, void* descObj, void* aObj, void* bObj, 
   const DescState& desc = p->desc;
   const LayoutState* layouts[] = {&p->a, &p->b, &p->c, &p->d};
   const char* names = "ABCD";
+  // A and B may be half types (one of them for both) under CUBLAS_COMPUTE_32F with f32 C and D, one of
+  // the mixed-precision combinations cuBLASLt lists; otherwise every type is the scale type.
+  const bool mixed = isHalfType(p->a.type) || isHalfType(p->b.type);
+  if (mixed && (p->a.type != p->b.type || desc.computeType != lt::kCompute32F))
+    return refuse(kInvalidValue, prefix + "A's type " + std::to_string(p->a.type) + " and B's type " +
+                                     std::to_string(p->b.type) + " under computeType " +
+                                     std::to_string(desc.computeType) +
+                                     " are not an emulated combination (both R_16F or both R_16BF, COMPUTE_32F)");
   for (int i = 0; i < 4; ++i) {
-    if (layouts[i]->type != desc.scaleType)
+    if (layouts[i]->type != desc.scaleType && !(i < 2 && mixed))
       return refuse(kInvalidValue, prefix + names[i] + "'s type " + std::to_string(layouts[i]->type) +
                                        " is not the scale type " + std::to_string(desc.scaleType));
     uint64_t bytes = 0;
@@ -530,7 +545,7 @@ struct Range {
 std::vector<Range> rangesOf(const Job& j) {
   const uint64_t e = elementBytes(j.p.d.type);
   const auto range = [&](const char* name, uint64_t ptr, const LayoutState& l, uint32_t alignment) {
-    Range r{name, ptr, 0, std::max<uint64_t>(alignment, e)};
+    Range r{name, ptr, 0, std::max<uint64_t>(alignment, elementBytes(l.type))};
     extentBytes(l, &r.bytes);
     return r;
   };
@@ -541,8 +556,29 @@ std::vector<Range> rangesOf(const Job& j) {
   return r;
 }
 
+// IEEE binary16 and bfloat16 bits as a double (exact), decoded here rather than with the compiler's
+// conversions so that the emulator stays an independent oracle.
+double halfBitsToDouble(uint16_t h) {
+  const int sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  double v;
+  if (exponent == 0x1f)
+    v = mantissa ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (exponent == 0)
+    v = std::ldexp(static_cast<double>(mantissa), -24);  // subnormal
+  else
+    v = std::ldexp(static_cast<double>(mantissa | 0x400), exponent - 25);
+  return sign ? -v : v;
+}
+double bf16BitsToDouble(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+// Element `index` of an operand of layout type `type` (the result type T, or a half type) at `base`.
 template <class T>
-double load(T x, bool tf32) {
+double loadOperand(uint64_t base, uint64_t index, int32_t type, bool tf32) {
+  if (isHalfType(type)) {
+    const uint16_t bits = reinterpret_cast<const uint16_t*>(base)[index];
+    return type == lt::kDataR16F ? halfBitsToDouble(bits) : bf16BitsToDouble(bits);
+  }
+  const T x = reinterpret_cast<const T*>(base)[index];
   if constexpr (std::is_same_v<T, float>)
     if (tf32) return roundToTf32(x);
   return x;
@@ -553,14 +589,15 @@ template <class T>
 void computeColumns(const Job& j, int32_t bt, const std::vector<double>& opA, uint64_t j0, uint64_t j1) {
   const Problem& p = j.p;
   const bool tf32 = p.computeType == lt::kCompute32FFastTf32;
-  const T* b = reinterpret_cast<const T*>(j.b) + bt * p.b.batchStride;
+  const uint64_t b = j.b, bOffset = static_cast<uint64_t>(bt) * static_cast<uint64_t>(p.b.batchStride);
   const T* c = reinterpret_cast<const T*>(j.c) + bt * p.c.batchStride;
   T* d = reinterpret_cast<T*>(j.d) + bt * p.d.batchStride;
   const T* bias = reinterpret_cast<const T*>(j.bias);
   const uint64_t m = p.m, k = p.k;
   std::vector<double> opB(k);  // column `col` of op(B): the dot products run with stride 1
   for (uint64_t col = j0; col < j1; ++col) {
-    for (uint64_t q = 0; q < k; ++q) opB[q] = load(p.transB ? b[col + q * p.b.ld] : b[q + col * p.b.ld], tf32);
+    for (uint64_t q = 0; q < k; ++q)
+      opB[q] = loadOperand<T>(b, bOffset + (p.transB ? col + q * p.b.ld : q + col * p.b.ld), p.b.type, tf32);
     for (uint64_t i = 0; i < m; ++i) {
       const double* row = &opA[i * k];
       double sum = 0;
@@ -585,10 +622,10 @@ void compute(const Job& j) {
       {static_cast<uint64_t>(std::min(work / (1 << 20), 64.0)), std::thread::hardware_concurrency(), p.n, 16});
   std::vector<double> opA(p.m * p.k);
   for (int32_t bt = 0; bt < p.batch; ++bt) {
-    const T* a = reinterpret_cast<const T*>(j.a) + bt * p.a.batchStride;
+    const uint64_t aOffset = static_cast<uint64_t>(bt) * static_cast<uint64_t>(p.a.batchStride);
     for (uint64_t i = 0; i < p.m; ++i)
       for (uint64_t q = 0; q < p.k; ++q)
-        opA[i * p.k + q] = load(p.transA ? a[q + i * p.a.ld] : a[i + q * p.a.ld], tf32);
+        opA[i * p.k + q] = loadOperand<T>(j.a, aOffset + (p.transA ? q + i * p.a.ld : i + q * p.a.ld), p.a.type, tf32);
     if (threads <= 1) {
       computeColumns<T>(j, bt, opA, 0, p.n);
       continue;
