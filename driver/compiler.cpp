@@ -24,6 +24,7 @@
 #include "ir/printer.h"
 #include "passes/fusion.h"
 #include "passes/pipeline.h"
+#include "runtime/gemm.h"
 #include "runtime/model_handle.h"
 #include "targets/runtime_files.h"
 #include "targets/target.h"
@@ -105,6 +106,13 @@ void describeFusion(const Graph& graph, const LoweredProgram& lowered, CompileRe
   for (size_t s = 0; s < lowered.stepGroup.size(); ++s)
     if (lowered.plan.steps[s].kind == rt::StepKind::Kernel && bf16Kernels.count(lowered.plan.steps[s].name))
       report.groups[lowered.stepGroup[s]].precision = "bf16";
+  // cuda: a library GEMM on half operands (half-gemm-operands).
+  for (size_t s = 0; s < lowered.stepGroup.size(); ++s) {
+    rt::GemmParams gemm;
+    const rt::Step& step = lowered.plan.steps[s];
+    if (step.kind == rt::StepKind::Library && rt::decodeGemm(step.params, &gemm, nullptr) && gemm.mixed())
+      report.groups[lowered.stepGroup[s]].precision = gemm.operandDtype == 16 ? "bf16" : "fp16";
+  }
   // A contraction group the target's lowering declined runs as loop nests: say so.
   for (CompileReport::Group& group : report.groups) {
     if (group.kind != std::string("contraction")) continue;

@@ -82,6 +82,10 @@ Status compileAndCompare(const Graph& graph, int numThreads = 1);
 // The same with other compile options (their optimisation level and thread count replaced): e.g.
 // --precision=auto under a budget no bf16 group meets, which must compile exactly what f32 does.
 Status compileAndCompare(const Graph& graph, int numThreads, const CompileOptions& base);
+// The same against evaluateGraph of `reference` (same inputs and outputs): what `graph` compiles to
+// under `base` when that is not `graph`'s own semantics, e.g. cuda's --precision=bf16, which must
+// compute what the graph after half-gemm-operands specifies.
+Status compileAndCompareWith(const Graph& graph, const Graph& reference, int numThreads, const CompileOptions& base);
 
 // |a - b| within tolerance for `t` (floats), exact for integers and bool; NaN equals NaN.
 bool closeEnough(DType t, double a, double b);

@@ -105,7 +105,8 @@ struct IndexCheck {
 // C_b (strideC is never 0). A target turns it into its own GEMM: a packed contraction (cpu) or a
 // library call (cuda: runtime/gemm.h's GemmParams).
 struct GemmShape {
-  DType dtype = DType::F32;  // of A, B and C
+  DType dtype = DType::F32;         // of C (and of A and B unless operandDtype differs)
+  DType operandDtype = DType::F32;  // of A and B: dtype, or F16/BF16 with an F32 dtype (MixedMatMul)
   int64_t batch = 1, m = 1, n = 1, k = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;  // elements
 };

@@ -23,6 +23,11 @@
 //      of its own with no kernel (GroupKind::InPlace): the plan places each input inside the output,
 //      so their producers write the concatenation and no copy runs (SqueezeNet's fire modules,
 //      Inception's branches, DenseNet's layers).
+//   5. A half-precision copy alongside (alongside): a Cast of an f32 value to bf16 or f16 (a GEMM operand
+//      in half: targets/cuda/half_gemm_operands.cpp) whose input has other users joins the group that
+//      computes the input, when that is a loop kernel (no contraction, no attention) whose one live
+//      result is the input, and no reader of the input runs before the Cast: the kernel stores both,
+//      and the copy costs neither a kernel nor a second read.
 // A producer with several users is materialised once (no duplication yet).
 // The policy names no target and (but for Pad and Concat) no op: it asks op properties (OpDef) and the target's
 // contraction hooks (FusionOptions::contractions). A target's contraction anchors make groups of the
@@ -79,6 +84,7 @@ class Partitioner {
       for (Node* n : nodes_) {
         if (attention_[groupOf(n)]) continue;  // its operands are read from memory, its result written
         tryEpilogue(n);
+        tryAlongside(n);
         tryPrologues(n);
       }
     }
@@ -243,6 +249,32 @@ class Partitioner {
       }
       return;
     }
+  }
+
+  // Rule 5.
+  FusionDecision canGoAlongside(const Node* n, const Value* in) {
+    if (n->op() != OpKind::Cast || in->dtype() != DType::F32 ||
+        (n->output(0)->dtype() != DType::BF16 && n->output(0)->dtype() != DType::F16))
+      return FusionDecision::no("not a half-precision copy");
+    const Node* p = in->producer();
+    if (!p || in->users().size() < 2 || in->shape() != n->output(0)->shape())
+      return FusionDecision::no("not alongside");
+    if (opFusionClass(p->op()) == FusionClass::Opaque || inPlace_[index_.at(p)])
+      return FusionDecision::no("the producer is no loop kernel");
+    const int g = groupOf(p);
+    if (g == groupOf(n)) return FusionDecision::no("already fused");
+    if (attention_[g] || isContraction(g))
+      return FusionDecision::no("the producer's kernel writes its result as it is");
+    if (liveResults(g) != 1) return FusionDecision::no("producer group has several results");
+    for (const Use& u : in->users())
+      if (u.node != n && groupOf(u.node) != g && index_.at(u.node) < index_.at(n))
+        return FusionDecision::no("'" + u.node->name() + "' reads '" + in->name() + "' before the copy");
+    return FusionDecision::yes();
+  }
+
+  void tryAlongside(Node* n) {
+    if (n->numInputs() != 1 || !n->input(0)) return;
+    if (FusionDecision d = canGoAlongside(n, n->input(0)); d.ok) merge(groupOf(n->input(0)->producer()), index_.at(n));
   }
 
   FusionDecision canInline(const Node* consumer, const Value* in) {

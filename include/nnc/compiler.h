@@ -21,11 +21,14 @@ namespace nnc {
 // AMX-BF16 or AVX512-BF16): GEMMs against constant weights round both operands to bfloat16 (the weights
 // at compile time, the activations as they are packed) and accumulate in f32 on the matrix tiles or
 // with VDPBF16PS; everything
-// else (normalisations, softmax, reductions, epilogues, model inputs and outputs) stays f32. Auto: bf16
-// per group, where calibration measured it within CompileOptions::accuracy (driver/precision_choice.h).
-enum class Precision { F32, BF16, Auto };
+// else (normalisations, softmax, reductions, epilogues, model inputs and outputs) stays f32. On cuda,
+// BF16 and FP16 run those GEMMs through cuBLASLt on bf16 or f16 operands, accumulating in f32, and the
+// kernels that compute their activations store them in the half type (targets/cuda/half_gemm_operands.cpp);
+// FP16 is for cuda only. Auto (cpu): bf16 per group, where calibration measured it within
+// CompileOptions::accuracy (driver/precision_choice.h).
+enum class Precision { F32, BF16, FP16, Auto };
 inline const char* precisionName(Precision p) {
-  return p == Precision::BF16 ? "bf16" : p == Precision::Auto ? "auto" : "f32";
+  return p == Precision::BF16 ? "bf16" : p == Precision::FP16 ? "fp16" : p == Precision::Auto ? "auto" : "f32";
 }
 
 struct CompileOptions {
@@ -109,7 +112,7 @@ struct CompileReport {
     std::vector<std::string> ops;      // each node's op
     std::vector<size_t> steps;         // indices into `steps`
     std::vector<std::string> sources;  // the source (ONNX) nodes it computes, wholly or in part
-    std::string precision = "f32";     // what its contractions compute in: "f32" or "bf16"
+    std::string precision = "f32";     // what its contractions compute in: "f32", "bf16" or "fp16"
     // --precision=auto: the group's own error in bf16 (run alone on the f32 values of its inputs,
     // max |bf16 - f32| / max |f32| over its outputs); -1 where it was not measured.
     double bf16Error = -1;

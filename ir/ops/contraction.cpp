@@ -81,7 +81,7 @@ std::vector<AnchorOutput> lowerMatMul(LowerContext& ctx) {
 // MatMul as one batched GEMM call: f32 or f64, and each operand's batch dims either all 1 (the same
 // matrix for every batch, stride 0) or equal to the output's (contiguous matrices). A batch that only
 // partly broadcasts ([2, 1] against [1, 3]) has no single stride: the MatMul stays a kernel.
-std::optional<GemmShape> matmulAsGemm(const Node& node) {
+std::optional<GemmShape> gemmShapeOf(const Node& node) {
   const DType t = node.output(0)->dtype();
   if (t != DType::F32 && t != DType::F64) return std::nullopt;
   MatMulDims d;
@@ -89,6 +89,7 @@ std::optional<GemmShape> matmulAsGemm(const Node& node) {
   if (d.m < 1 || d.n < 1 || d.k < 1 || d.batch.numel() < 1) return std::nullopt;
   GemmShape p;
   p.dtype = t;
+  p.operandDtype = node.input(0)->dtype();
   p.batch = d.batch.numel();
   p.m = d.m;
   p.n = d.n;
@@ -106,6 +107,22 @@ std::optional<GemmShape> matmulAsGemm(const Node& node) {
   p.strideB = *sb;
   p.strideC = d.m * d.n;
   return p;
+}
+
+std::optional<GemmShape> matmulAsGemm(const Node& node) { return gemmShapeOf(node); }
+
+// ================================================================================================
+// MixedMatMul: MatMul's semantics on bf16 or f16 operands, products summed and returned in f32 (as
+// cuBLASLt's CUBLAS_COMPUTE_32F with f32 C). The kernel is MatMul's: loads of half types yield f32.
+
+Status inferMixedMatMul(InferContext& ctx) {
+  const DType t = ctx.inType(0);
+  if (t != DType::BF16 && t != DType::F16)
+    return ctx.error("operands of type " + std::string(dtypeName(t)) + ", expected bf16 or f16");
+  MatMulDims d;
+  if (Status s = matmulDims(ctx.inShape(0), ctx.inShape(1), &d); !s) return ctx.error(s.message());
+  ctx.setOutput(0, DType::F32, d.out);
+  return Status::ok();
 }
 
 // ================================================================================================
@@ -298,6 +315,11 @@ void defineContractionOps(OpRegistry& r) {
   matmul.typeRules = operands;
   matmul.asGemm = matmulAsGemm;
   r.define(matmul);
+  OpDef mixed = ops::rereading(ops::anchorDef(OpKind::MixedMatMul, 2, 2, {}, inferMixedMatMul, lowerMatMul));
+  mixed.typeRules = {TypeRule::allSame()};
+  mixed.asGemm = gemmShapeOf;
+  mixed.internal = true;
+  r.define(mixed);
   OpDef einsum = ops::rereading(ops::anchorDef(OpKind::Einsum, 1, 64, {ops::requiredAttr("equation", AttrKind::String)},
                                                inferEinsum, lowerEinsum));
   einsum.typeRules = operands;

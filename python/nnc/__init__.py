@@ -302,7 +302,7 @@ def compile(model, target="cpu", opt=2, shapes=None, bind=None, output=None, thr
     bind: {input: path of a TensorProto .pb} made compile-time constants; output: where to keep the
     model.so (default: a temporary file, deleted once loaded); precision: "f32" (exact) or "bf16"
     (GEMMs against constant weights with bf16 operands, f32 accumulation; CPUs with AMX-BF16 or
-    AVX512-BF16), or "auto": bf16 per kernel group where calibration keeps the outputs within
+    AVX512-BF16, or cuda), "fp16" (the same with f16 operands; cuda only), or "auto" (cpu): bf16 per kernel group where calibration keeps the outputs within
     `accuracy` (default 1e-2) of f32, max |error| / max |output|; calibration: {input: path of a
     TensorProto .pb} to calibrate on (inputs not given are generated). Raises CompileError with
     nnc's diagnostic when the model is refused.

@@ -291,3 +291,29 @@ def test_real_models_match_onnx_runtime(case, tmp_path):
     x = numpy_helper.to_array(onnx.load_tensor(os.path.join(data, "input_0.pb")))
     want = numpy_helper.to_array(onnx.load_tensor(os.path.join(data, "output_0.pb")))  # ONNX Runtime's
     np.testing.assert_allclose(m(x), want, rtol=1e-4, atol=1e-5)
+
+
+def test_fp16_on_cuda_rounds_the_gemm_operands_only(tmp_path, monkeypatch):
+    """target="cuda", precision="fp16", run on the CUDA emulator (no GPU needed): x @ w through cuBLASLt
+    with both operands rounded to IEEE half (numpy's float16 is the oracle's rounding), summed in f32, the
+    bias and ReLU in f32; bf16 rounds to fewer bits, so it is further from the exact product."""
+    monkeypatch.setenv("NNC_CUDA_EMULATE", "1")
+    rng = np.random.default_rng(2)
+    m_, k, n = 24, 200, 40
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m_, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m_, n])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "g.onnx")
+    x = rng.standard_normal((m_, k)).astype(np.float32)
+    exact = np.maximum(x.astype(np.float64) @ w + b, 0)
+    (y16,) = nnc.compile(path, target="cuda", precision="fp16").run({"x": x})
+    half = lambda a: a.astype(np.float16).astype(np.float64)  # noqa: E731
+    np.testing.assert_allclose(y16, np.maximum(half(x) @ half(w) + b, 0), rtol=1e-5, atol=1e-4)
+    (y_bf16,) = nnc.compile(path, target="cuda", precision="bf16").run({"x": x})
+    np.testing.assert_allclose(y_bf16, np.maximum(round_to_bf16(x) @ round_to_bf16(w) + b, 0), rtol=1e-5, atol=1e-4)
+    assert 1e-4 < np.abs(y16 - exact).max() < np.abs(y_bf16 - exact).max() / 3

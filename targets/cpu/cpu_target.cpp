@@ -22,8 +22,8 @@ namespace {
 // An f32 GEMM (OpDef::asGemm) of two matrices: the packed contraction's anchor.
 bool isPackedContraction(const Node& n) {
   const OpDef& def = opDef(n.op());
-  return def.asGemm && n.output(0)->dtype() == DType::F32 && n.input(0)->shape().rank() >= 2 &&
-         n.input(1)->shape().rank() >= 2 && def.asGemm(n).has_value();
+  return def.asGemm && n.output(0)->dtype() == DType::F32 && n.input(0)->dtype() == DType::F32 &&
+         n.input(0)->shape().rank() >= 2 && n.input(1)->shape().rank() >= 2 && def.asGemm(n).has_value();
 }
 
 // An Im2Col the packed GEMM reads in place (a separable index, ir/lower_contraction): patch columns
@@ -61,7 +61,7 @@ class CpuTarget final : public Target {
     // eager vs fused a measure of fusion alone.
     llvm_.optLevel = 2;
     llvm_.gemmVectorBits = options.vectorBits;
-    llvm_.bf16Contractions = options.precision != Precision::F32;
+    llvm_.bf16Contractions = options.precision == Precision::BF16 || options.precision == Precision::Auto;
     llvm_.features = options.cpuFeatures;
     tile_ = codegen::hostTileTarget(llvm_);
   }
@@ -74,6 +74,10 @@ class CpuTarget final : public Target {
     NNC_RETURN_IF_ERROR(codegen::checkCpuFeatures(options_.cpuFeatures));
     if (options_.precision == Precision::F32) return Status::ok();
     const std::string asked = std::string("--precision=") + precisionName(options_.precision);
+    if (options_.precision == Precision::FP16)
+      return Status::error(asked +
+                           " is for the cuda target; on the cpu, reduced precision is bf16 (--precision=bf16 "
+                           "or auto)");
     if (tile_.bf16Unit == kir::Bf16Unit::None)
       return Status::error(asked +
                            " needs a CPU with AMX-BF16 (amx-tile and amx-bf16) or AVX512-BF16 (avx512bf16), with "

@@ -10,6 +10,7 @@
 #include "runtime/cuda/cuda_executor.h"
 #include "runtime/cuda/emulator.h"
 #include "runtime/gemm.h"
+#include "targets/cuda/cuda_passes.h"
 #include "targets/runtime_files.h"
 #include "targets/target.h"
 #if NNC_HAVE_CUDA
@@ -65,9 +66,9 @@ class CudaTarget final : public Target {
   std::string name() const override { return "cuda"; }
 
   Status checkAvailable() const override {
-    if (options_.precision != Precision::F32)
-      return Status::error(std::string("--precision=") + precisionName(options_.precision) +
-                           " is not implemented for target cuda yet (use --precision=f32)");
+    if (options_.precision == Precision::Auto)
+      return Status::error(
+          "--precision=auto is not implemented for target cuda yet (use --precision=f32, bf16 or fp16)");
 #if NNC_HAVE_CUDA
     if (!isRealGpuArch(options_.gpuArch))
       return Status::error("GPU architecture '" + options_.gpuArch +
@@ -80,7 +81,13 @@ class CudaTarget final : public Target {
 #endif
   }
 
-  std::vector<passes::TargetPass> passes() const override { return {passes::kConvToGemm}; }
+  // Convs become GEMMs first, so that half-gemm-operands sees their MatMuls too.
+  std::vector<passes::TargetPass> passes() const override {
+    const passes::TargetPass half = options_.precision == Precision::BF16   ? passes::kHalfGemmOperandsBf16
+                                    : options_.precision == Precision::FP16 ? passes::kHalfGemmOperandsF16
+                                                                            : passes::kHalfGemmOperandsF32;
+    return {passes::kConvToGemm, half};
+  }
 
   passes::ContractionHooks contractionHooks() const override {
     passes::ContractionHooks hooks;
@@ -106,6 +113,7 @@ class CudaTarget final : public Target {
     const GemmShape gemm = *opDef(mm.op()).asGemm(mm);
     rt::GemmParams p;
     p.dtype = dtypeToOnnx(gemm.dtype);
+    if (gemm.operandDtype != gemm.dtype) p.operandDtype = dtypeToOnnx(gemm.operandDtype);
     p.batch = gemm.batch;
     p.m = gemm.m;
     p.n = gemm.n;
@@ -113,7 +121,7 @@ class CudaTarget final : public Target {
     p.strideA = gemm.strideA;
     p.strideB = gemm.strideB;
     p.strideC = gemm.strideC;
-    p.allowTf32 = options_.allowTf32 && gemm.dtype == DType::F32;
+    p.allowTf32 = options_.allowTf32 && gemm.dtype == DType::F32 && gemm.operandDtype == DType::F32;
     const Value* product = mm.output(0);
     const Value* bias = nullptr;
     for (size_t i = 1; i < group.nodes.size(); ++i) {

@@ -23,6 +23,7 @@
 #include "runtime/plan.h"
 #include "targets/cuda/codegen/cuda_emitter.h"
 #include "targets/target.h"
+#include "tests/cuda/cuda_cli_util.h"
 #include "tests/cuda/cuda_lowering_util.h"
 #include "tests/cuda/test_kernel_cache.h"
 #include "tests/driver/driver_test_util.h"
@@ -35,13 +36,6 @@ namespace fs = std::filesystem;
 
 // Whether a CUDA device can run models here; *why says why not.
 bool haveGpu(std::string* why) { return rt::cuda::cudaDeviceAvailable(why); }
-
-std::string readFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // y = softmax(relu(x @ w + b)) over the last axis, and the top-3 of y per row (values, indices):
 // a GEMM, an epilogue, a row reduction (warp-per-point) and the TopK host builtin.
@@ -770,27 +764,6 @@ TEST(CudaSharedLibrary, RealModelsMatchOnnxRuntimeOnTheGpu) {
 }
 
 // --- the command line -------------------------------------------------------------------------
-
-struct CliResult {
-  int exitCode = -1;
-  std::string out, err;
-};
-
-// Runs the nnc binary with `args` (each single-quoted) in `cwd`, capturing stdout and stderr.
-CliResult runNnc(const std::vector<std::string>& args, const std::string& cwd) {
-  std::string cmd = "cd '" + cwd + "' && NNC_CACHE_DIR='" NNC_BINARY_DIR "/cuda-kernel-cache' '" NNC_BINARY "'";
-  for (const std::string& a : args) cmd += " '" + a + "'";
-  cmd += " 2>'" + cwd + "/stderr.txt'";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = readFile(cwd + "/stderr.txt");
-  return r;
-}
 
 class CudaCli : public ::testing::Test {
  protected:

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -16,7 +17,9 @@
 #include "ir/printer.h"
 #include "ir/reference.h"
 #include "ir/verifier.h"
+#include "passes/pass.h"
 #include "runtime/cpu_features.h"
+#include "targets/cuda/cuda_passes.h"
 
 namespace nnc::fuzz {
 namespace {
@@ -57,10 +60,38 @@ TEST(DiffTest, RandomGraphsMatchReferenceAtO0AndO2) {
               static_cast<unsigned long long>(first), failures);
 }
 
+// Random graphs are too small for bf16 products, so the precision tiers give each products that depend
+// on it: `activation` is an input [32, 64] plus the mean of the graph's first f32 output; `weight`
+// makes [64, 64] constants. Nothing when the seed's graph is invalid or has no such output.
+struct Extension {
+  GraphBuilder b;
+  Value* activation = nullptr;
+  std::mt19937 rng;
+  Value* weight(const char* name) {
+    Tensor w(DType::F32, Shape({64, 64}));
+    std::uniform_real_distribution<double> unit(-1, 1);
+    for (int64_t i = 0; i < w.numel(); ++i) w.setDouble(i, unit(rng));
+    return b.constant(w, name);
+  }
+};
+
+std::optional<Extension> extend(uint64_t seed, Graph& graph, const std::string& prefix) {
+  SeededChoices choices(seed);
+  if (!buildValidGraph(choices, graph)) return std::nullopt;
+  auto first = std::find_if(graph.outputs().begin(), graph.outputs().end(),
+                            [](const Value* v) { return v->dtype() == DType::F32 && v->shape().numel() > 0; });
+  if (first == graph.outputs().end()) return std::nullopt;
+  std::optional<Extension> e{Extension{GraphBuilder(graph), nullptr, std::mt19937(static_cast<uint32_t>(seed))}};
+  Attributes keep;
+  keep.set("keepdims", int64_t{0});
+  Value* mean = e->b.op(OpKind::ReduceMean, {*first}, keep);
+  e->activation = e->b.add(e->b.input(prefix + "_x", DType::F32, Shape({32, 64})), mean);
+  return e;
+}
+
 // --precision=auto with a budget no bf16 product meets (1e-7 of the outputs) must give f32's results:
-// calibration (every group run alone, the model checks) on random graphs, against the reference.
-// Random graphs are too small for a bf16 product, so each gets one that depends on them: a [32, 64] x
-// [64, 64] MatMul of an input plus the mean of the graph's first f32 output, itself an output.
+// calibration (every group run alone, the model checks) on random graphs, against the reference; each
+// graph gets one bf16-sized product (extend), itself an output.
 TEST(DiffTest, RandomGraphsUnderAutoPrecisionWithATightBudgetMatchReference) {
   const bool bf16Unit = (rt::hostHasCpuFeature("amx-tile") && rt::hostHasCpuFeature("amx-bf16")) ||
                         (rt::hostHasCpuFeature("avx512f") && rt::hostHasCpuFeature("avx512bf16"));
@@ -71,27 +102,53 @@ TEST(DiffTest, RandomGraphsUnderAutoPrecisionWithATightBudgetMatchReference) {
   options.accuracy = 1e-7;
   int withProduct = 0;
   for (uint64_t seed = 1; seed <= count; ++seed) {
-    SeededChoices choices(seed);
     Graph graph;
-    if (!buildValidGraph(choices, graph)) continue;
-    auto first = std::find_if(graph.outputs().begin(), graph.outputs().end(),
-                              [](const Value* v) { return v->dtype() == DType::F32 && v->shape().numel() > 0; });
-    if (first == graph.outputs().end()) continue;
-    GraphBuilder b(graph);
-    Attributes keep;
-    keep.set("keepdims", int64_t{0});
-    Value* mean = b.op(OpKind::ReduceMean, {*first}, keep);
-    std::mt19937 rng(static_cast<uint32_t>(seed));
-    Tensor w(DType::F32, Shape({64, 64}));
-    std::uniform_real_distribution<double> unit(-1, 1);
-    for (int64_t i = 0; i < w.numel(); ++i) w.setDouble(i, unit(rng));
-    b.output(b.matmul(b.add(b.input("auto_x", DType::F32, Shape({32, 64})), mean), b.constant(w, "auto_w")));
-    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    std::optional<Extension> e = extend(seed, graph, "auto");
+    if (!e) continue;
+    e->b.output(e->b.matmul(e->activation, e->weight("auto_w")));
+    ASSERT_TRUE(e->b.status().isOk()) << e->b.status().message();
     ++withProduct;
     Status s = compileAndCompare(graph, 1, options);
     EXPECT_TRUE(s.isOk()) << "seed " << seed << ": " << s.message() << "\n" << printGraph(graph);
   }
   EXPECT_GT(withProduct, static_cast<int>(count / 2));
+}
+
+// cuda's --precision=bf16 on the CUDA emulator: random graphs with two more products against weights (one
+// of an activation that has another reader, so that its bf16 copy is a second store of the kernel
+// computing it) must compute what the graph after the cuda target's passes (conv-to-gemm,
+// half-gemm-operands) specifies, as the reference evaluator runs it: the Casts' rounding, the
+// MixedMatMuls' f32 sums of rounded operands. (Within 1e-2 of each output's largest value: a value both
+// compute in f32 a few ulps apart may round to neighbouring bf16 values, which later sums spread; a
+// half type read as the other, or an operand read as f32, is off by far more.)
+TEST(DiffTest, RandomGraphsWithHalfGemmsOnTheEmulatedCudaTarget) {
+  ::setenv("NNC_CUDA_EMULATE", "1", 1);  // this process only (ctest runs each test alone)
+  const uint64_t count = envOr("NNC_DIFFTEST_HALF_GRAPHS", 30);
+  CompileOptions options;
+  options.target = "cuda";
+  options.precision = Precision::BF16;
+  int checked = 0, mixed = 0;
+  for (uint64_t seed = 1; seed <= count; ++seed) {
+    Graph graph;
+    std::optional<Extension> e = extend(seed, graph, "half");
+    if (!e) continue;
+    GraphBuilder& b = e->b;
+    Value* h = b.relu(e->activation);
+    b.output(b.op(OpKind::Sigmoid, {h}));  // h's other reader
+    b.output(b.matmul(b.matmul(h, e->weight("half_w1")), e->weight("half_w2")));
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    // The cuda target's passes, in its order: Convs become GEMMs, then the GEMMs against weights half.
+    std::unique_ptr<Graph> reference = graph.clone();
+    ASSERT_TRUE(passes::convToGemm(*reference).isOk());
+    Expected<bool> rewritten = passes::halfGemmOperandsBf16(*reference);
+    ASSERT_TRUE(rewritten.isOk() && *rewritten) << "seed " << seed;
+    for (const Node* n : reference->nodes()) mixed += n->op() == OpKind::MixedMatMul;
+    ++checked;
+    Status s = compileAndCompareWith(graph, *reference, 1, options);
+    EXPECT_TRUE(s.isOk()) << "seed " << seed << ": " << s.message() << "\n" << printGraph(*reference);
+  }
+  EXPECT_GT(checked, static_cast<int>(count / 2));
+  EXPECT_GE(mixed, 2 * checked);
 }
 
 // Seeds that once failed (the cause beside each); they must keep passing. A seed names a graph only

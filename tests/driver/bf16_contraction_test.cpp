@@ -350,11 +350,17 @@ TEST(Bf16Precision, RefusedWhereTheCpuHasNoBf16Unit) {
         << model.status().message();
   }
   options.cpuFeatures.clear();
+  options.precision = Precision::FP16;  // the cuda target's
+  model = compileJit(g, options);
+  ASSERT_FALSE(model.isOk());
+  EXPECT_NE(model.status().message().find("--precision=fp16 is for the cuda target"), std::string::npos)
+      << model.status().message();
   options.target = "cuda";
+  options.precision = Precision::Auto;
   options.vectorBits = 0;
   model = compileJit(g, options);
   ASSERT_FALSE(model.isOk());
-  EXPECT_NE(model.status().message().find("not implemented for target cuda"), std::string::npos)
+  EXPECT_NE(model.status().message().find("--precision=auto is not implemented for target cuda"), std::string::npos)
       << model.status().message();
 }
 

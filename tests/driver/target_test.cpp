@@ -107,6 +107,8 @@ TEST(Targets, ChannelsLastAndExplicitPaddingAreTheCpusPasses) {
   EXPECT_TRUE(runs(*cuda, "conv-to-gemm"));
   EXPECT_FALSE(runs(*cuda, "explicit-padding"));
   EXPECT_FALSE(runs(*cuda, "channels-last"));
+  EXPECT_TRUE(runs(*cuda, "half-gemm-operands"));  // listed at every precision; changes nothing at f32
+  EXPECT_FALSE(runs(*cpu, "half-gemm-operands"));
   // Every pass a target runs is listed as a target pass run by it, before the shared ones.
   const std::vector<PassListing> listed = allPasses();
   for (const std::unique_ptr<Target>& t : allTargets())
@@ -117,8 +119,8 @@ TEST(Targets, ChannelsLastAndExplicitPaddingAreTheCpusPasses) {
                  std::find(p.targets.begin(), p.targets.end(), t->name()) != p.targets.end();
       EXPECT_TRUE(found) << t->name() << ": " << name;
     }
-  EXPECT_EQ(listed[4].info.name, "canonicalize");
-  EXPECT_FALSE(listed[4].info.targetPass);
+  EXPECT_EQ(listed[5].info.name, "canonicalize");
+  EXPECT_FALSE(listed[5].info.targetPass);
 }
 
 TEST(Targets, MatMulBiasGroupKinds) {

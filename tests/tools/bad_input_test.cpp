@@ -249,9 +249,11 @@ TEST_F(BadInput, BadOptionValues) {
   expectError({"model.onnx", "-o", "model.so", "--threads=two"}, {"nnc: error: --threads expects a number, got 'two'"});
   expectError({"model.onnx", "-o"}, {"nnc: error: -o needs a value"});
   expectError({"model.onnx", "-o", "model.so", "--precision=f8"},
-              {"nnc: error: unknown precision 'f8' (use f32, bf16 or auto)"});
+              {"nnc: error: unknown precision 'f8' (use f32, bf16, fp16 or auto)"});
   expectError({"model.onnx", "-o", "model.so", "--precision=fp16"},
-              {"nnc: error: --precision=fp16 is not implemented yet (use f32, bf16 or auto)"});
+              {"--precision=fp16 is for the cuda target; on the cpu, reduced precision is bf16"});
+  expectError({"model.onnx", "-o", "model.so", "--target=cuda", "--precision=auto"},
+              {"--precision=auto is not implemented for target cuda yet (use --precision=f32, bf16 or fp16)"});
   expectError({"model.onnx", "-o", "model.so", "--accuracy=1e-2"},
               {"nnc: error: --accuracy is the error budget of --precision=auto: give --precision=auto too"});
   for (const char* bad : {"--accuracy=0", "--accuracy=-1", "--accuracy=inf"})

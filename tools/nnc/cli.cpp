@@ -148,9 +148,9 @@ Expected<CommonOptions> parseOptions(int argc, char** argv, int first) {
       } else if (v == "auto") {
         o.compile.precision = Precision::Auto;
       } else if (v == "fp16") {
-        return Status::error("--precision=fp16 is not implemented yet (use f32, bf16 or auto)");
+        o.compile.precision = Precision::FP16;
       } else {
-        return Status::error("unknown precision '" + v + "' (use f32, bf16 or auto)");
+        return Status::error("unknown precision '" + v + "' (use f32, bf16, fp16 or auto)");
       }
     } else if (is("--accuracy")) {
       NNC_ASSIGN_OR_RETURN(std::string v, value("--accuracy"));
