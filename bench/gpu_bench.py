@@ -12,7 +12,12 @@ out: the times include the input/output copies over PCIe, as a caller of the C A
 is timed with CUDA events around each call (device time of the same computation, inputs already on the
 GPU), after warm-up; torch.compile's compilation is excluded. Each row reports the median and the
 10th/90th percentiles in milliseconds. Writes OUT/gpu_bench.json and OUT/gpu_bench.md.
+
+--precisions f32,bf16,fp16 adds nnc -O2 at each reduced precision (GEMMs against weights on bf16/f16
+operands, f32 accumulation), each with its error: max |output - test_data_set_0's output| / max |that
+output| (the models' reference outputs are f32 ones from ORT or PyTorch).
 """
+import tempfile
 import argparse
 import datetime
 import json
@@ -107,10 +112,39 @@ def torch_times(name, case, device, iterations, warmup, compiled):
     return r
 
 
+def nnc_error(nnc, case, target, precision):
+    """max |nnc output - reference output| / max |reference output| over the model's outputs."""
+    refs = {}
+    data = os.path.join(case, "test_data_set_0")
+    for f in sorted(os.listdir(data)):
+        if f.startswith("output_"):
+            name, value = read_pb(os.path.join(data, f))
+            refs[name] = value.astype(np.float64)
+    with tempfile.TemporaryDirectory(prefix="nnc-gpu-bench-") as out:
+        args = [nnc, "run", os.path.join(case, "model.onnx"), "--target=" + target, "--precision=" + precision,
+                "--output-dir", out]
+        for pb in model_inputs(case):
+            args += ["--input", "%s=%s" % (read_pb(pb)[0], pb)]
+        env = dict(os.environ)
+        if os.environ.get("NNC_LD_LIBRARY_PATH"):
+            env["LD_LIBRARY_PATH"] = os.environ["NNC_LD_LIBRARY_PATH"]
+        done = subprocess.run(args, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            return None
+        err = 0.0
+        for name, want in refs.items():
+            _, got = read_pb(os.path.join(out, name + ".pb"))
+            err = max(err, float(np.abs(got.astype(np.float64) - want).max() / max(np.abs(want).max(), 1e-30)))
+        return err
+
+
 def cell(r):
     if not r or "error" in r:
         return "error" if r else "—"
-    return "%.3f (%.3f–%.3f)" % (r["median_ms"], r["p10_ms"], r["p90_ms"])
+    text = "%.3f (%.3f–%.3f)" % (r["median_ms"], r["p10_ms"], r["p90_ms"])
+    if r.get("max_rel_error") is not None:
+        text += ", err %.1e" % r["max_rel_error"]
+    return text
 
 
 def nnc_run(result, index):
@@ -129,7 +163,9 @@ def main():
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--skip-compile", action="store_true", help="no torch.compile row")
+    p.add_argument("--precisions", default="", help="also nnc -O2 at these --precision values (f32,bf16,fp16)")
     a = p.parse_args()
+    precisions = [x for x in a.precisions.split(",") if x]
     target = "cuda" if a.device == "cuda" else "cpu"
     device_name = a.device
     try:
@@ -150,6 +186,11 @@ def main():
         if target == "cuda":
             row["nnc_fused_no_graphs"] = nnc_run(nnc_bench(a.nnc, case, target, a.iterations, a.warmup,
                                                            ["--no-cuda-graphs"]), 1)
+        for precision in precisions:
+            r = nnc_run(nnc_bench(a.nnc, case, target, a.iterations, a.warmup, ["--precision=" + precision]), 1)
+            if "error" not in r:
+                r["max_rel_error"] = nnc_error(a.nnc, case, target, precision)
+            row["nnc_fused_" + precision] = r
         for key, compiled in (("torch_eager", False), ("torch_compile", True)):
             if compiled and a.skip_compile:
                 continue
@@ -165,7 +206,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "gpu_bench.json"), "w") as f:
         json.dump(result, f, indent=1)
-    cols = ["nnc_eager", "nnc_fused", "nnc_fused_no_graphs", "torch_eager", "torch_compile"]
+    cols = ["nnc_eager", "nnc_fused", "nnc_fused_no_graphs"] + ["nnc_fused_" + x for x in precisions] + \
+        ["torch_eager", "torch_compile"]
     cols = [c for c in cols if any(c in r for r in rows)]
     lines = ["# nnc on %s, %s" % (device_name, result["date"]), "",
              "Median (p10–p90) ms per run, %d runs after %d warm-up; torch %s." % (a.iterations, a.warmup,

@@ -20,6 +20,8 @@
 #        - `nnc test --target=cuda --rtol=1e-4 --atol=1e-5` over the real models,
 #        - compute-sanitizer memcheck and racecheck over the real-model suite, when present,
 #        - bench/gpu_bench.py: nnc eager/fused vs PyTorch eager and torch.compile on the real models,
+#        - half_precision: bench/gpu_bench.py --precisions f32,bf16,fp16 on the full-size benchmark
+#          models (make_models.py --bench): each precision's time and error against the f32 reference,
 #      STAGES="conformance models" (stage names, or their part before '_') runs only those stages;
 #      and writes $OUT/gpu_report.md (device, driver, date, each stage's result and pass counts), the
 #      passing lists (cuda_passing_O0.txt, cuda_passing_O2.txt), gpu_bench.{md,json} and every log in
@@ -358,6 +360,23 @@ sys.exit(make_models.main(sys.argv[1]))' "$models" &
         --nnc "$NNC" --models "$models" --out "$OUT"
     else
       note "- gpu_bench: FAILED, not run (python3 lacks torch or onnx)"
+    fi
+    # Reduced precision on the full-size benchmark models (BERT-base's 12 layers, ResNet-50 at 224, ...):
+    # nnc -O2 at --precision=f32, bf16 and fp16 (cuBLASLt's tensor cores on half operands), each with its
+    # error against the f32 reference output.
+    if env -u LD_LIBRARY_PATH python3 -c "import torch, onnx, onnxruntime" 2>/dev/null; then
+      local bench_models="$BUILD/bench-models"
+      [ -d "$bench_models/bert12_128" ] || stage make_bench_models 240 env -u LD_LIBRARY_PATH python3 -c '
+import sys
+sys.path.insert(0, "tests/models")
+import make_models
+make_models.TORCH_PYTHON = sys.executable
+sys.exit(make_models.main(sys.argv[1], bench=True))' "$bench_models"
+      stage half_precision 240 env -u LD_LIBRARY_PATH NNC_LD_LIBRARY_PATH="$LD_LIBRARY_PATH" python3 bench/gpu_bench.py \
+        --nnc "$NNC" --models "$bench_models" --out "$OUT/half" --skip-compile --iterations 50 --warmup 10 \
+        --precisions f32,bf16,fp16
+    else
+      note "- half_precision: FAILED, not run (python3 lacks torch, onnx or onnxruntime)"
     fi
   elif selected models || selected sanitizer || selected gpu_bench; then
     note "- models: FAILED, not run (no real models in $models)"
