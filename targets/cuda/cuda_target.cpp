@@ -3,6 +3,7 @@
 // operands from memory, so nothing folds into them, and applies only an f32 bias epilogue itself.
 // (cuBLASLt's Relu epilogue is not used: it turns NaN into 0 where ONNX's Relu keeps NaN.)
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -32,6 +33,9 @@ bool isRealGpuArch(const std::string& arch) {
     if (!std::isdigit(static_cast<unsigned char>(arch[i]))) return false;
   return true;
 }
+
+// 90 for "sm_90" and "sm_90a" (an isRealGpuArch name).
+int gpuArchNumber(const std::string& arch) { return std::atoi(arch.c_str() + 3); }
 
 bool isLibraryGemm(const Node& n) {
   const OpDef& def = opDef(n.op());
@@ -73,6 +77,10 @@ class CudaTarget final : public Target {
     if (!isRealGpuArch(options_.gpuArch))
       return Status::error("GPU architecture '" + options_.gpuArch +
                            "' is not a real architecture such as sm_80 or sm_90");
+    // cuBLASLt's bf16 GEMMs need Ampere's tensor cores (f16 ones run from sm_60, on tensor cores from sm_70).
+    if (options_.precision == Precision::BF16 && gpuArchNumber(options_.gpuArch) < 80)
+      return Status::error("--precision=bf16 needs a GPU architecture of sm_80 or newer (bf16 tensor cores), not " +
+                           options_.gpuArch + " (use --precision=fp16 there)");
     return Status::ok();
 #else
     return Status::error(

@@ -384,6 +384,28 @@ TEST(CudaDriver, GpuArchSelectsThePtxTargetAndIsChecked) {
     EXPECT_EQ(s.message(),
               "GPU architecture '" + std::string(bad) + "' is not a real architecture such as sm_80 or sm_90");
   }
+  // bf16 GEMMs need sm_80; f16 ones do not.
+  o.precision = Precision::BF16;
+  for (const char* arch : {"sm_75", "sm_70"}) {
+    auto g2 = smallGraph(false);
+    o.gpuArch = arch;
+    s = compileForEmit(*g2, o, &report);
+    ASSERT_FALSE(s.isOk()) << arch;
+    EXPECT_EQ(s.message(), "--precision=bf16 needs a GPU architecture of sm_80 or newer (bf16 tensor cores), not " +
+                               std::string(arch) + " (use --precision=fp16 there)");
+  }
+  for (const char* arch : {"sm_80", "sm_90a", "sm_100"}) {
+    auto g2 = smallGraph(false);
+    o.gpuArch = arch;
+    s = compileForEmit(*g2, o, &report);
+    EXPECT_TRUE(s.isOk()) << arch << ": " << s.message();
+  }
+  o.precision = Precision::FP16;
+  auto g3 = smallGraph(false);
+  o.gpuArch = "sm_75";
+  s = compileForEmit(*g3, o, &report);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_NE(report.plan.find("gemm f16->f32"), std::string::npos) << report.plan;
 }
 
 TEST(CudaDriver, CpuTargetIsUnchanged) {
