@@ -10,6 +10,8 @@
 // AMP's lists keep them; model inputs and outputs keep their types.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/op_registry.h"
@@ -20,14 +22,20 @@ namespace nnc::passes {
 
 namespace {
 
-// Whether `v` is a constant or computed from constants only (within a few nodes: an exporter's
-// Transpose or Reshape of a weight).
-bool fromConstantsOnly(const Value* v, int depth = 0) {
-  if (v->isConstant()) return true;
-  const Node* p = v->producer();
-  if (!p || depth >= 8 || p->numInputs() == 0) return false;
-  for (const Value* in : p->inputs())
-    if (in && !fromConstantsOnly(in, depth + 1)) return false;
+// Whether `v` is a constant or computed from constants only, looking at most 64 nodes up (an exporter's
+// Transpose or Reshape of a weight; a bound, so that a hostile file's wide cones cost nothing).
+bool fromConstantsOnly(const Value* v) {
+  std::set<const Value*> seen;
+  std::vector<const Value*> work = {v};
+  while (!work.empty()) {
+    const Value* x = work.back();
+    work.pop_back();
+    if (x->isConstant() || !seen.insert(x).second) continue;
+    const Node* p = x->producer();
+    if (!p || p->numInputs() == 0 || seen.size() > 64) return false;
+    for (const Value* in : p->inputs())
+      if (in) work.push_back(in);
+  }
   return true;
 }
 
